@@ -1,0 +1,7 @@
+"""bnpzoo: Bayesian nonparametric mixture models as Pyro programs, with their papers' learners."""
+
+from bnpzoo.diagnostics import compare
+from bnpzoo.dp_gmm import DPGMM
+
+__version__ = "0.1.0"
+__all__ = ["DPGMM", "compare", "__version__"]

@@ -1,0 +1,5 @@
+import sys
+
+from bnpzoo.cli import main
+
+sys.exit(main())

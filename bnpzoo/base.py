@@ -1,0 +1,116 @@
+"""What every bnpzoo estimator shares: parameters, checks, prediction, scoring, ArviZ, save/load.
+
+A subclass declares ``_parameter_constraints`` (one place for allowed values, checked when
+``fit`` starts), implements ``fit`` and ``_log_joint_table(x)`` (ln pi_k + ln f(x_n | theta_k),
+an N x K tensor) and ``_posterior_draws(num_draws, rng)`` and ``_draw_log_likelihood(x, draw)`` for ArviZ, and lists its fitted
+tensors in ``_fitted_attributes``.
+"""
+
+import inspect
+
+import numpy as np
+import torch
+
+from bnpzoo._validation import check_array, check_params
+
+FORMAT_VERSION = 1
+
+
+class MixtureEstimator:
+    _parameter_constraints: dict = {}
+    _fitted_attributes: tuple = ()
+
+    # -- parameters ------------------------------------------------------------------------
+    @classmethod
+    def _param_names(cls):
+        return [p for p in inspect.signature(cls.__init__).parameters if p != "self"]
+
+    def get_params(self, deep=True) -> dict:
+        return {name: getattr(self, name) for name in self._param_names()}
+
+    def set_params(self, **params):
+        for name, value in params.items():
+            if name not in self._param_names():
+                raise ValueError(f"unknown parameter {name!r} for {type(self).__name__}")
+            setattr(self, name, value)
+        return self
+
+    def __repr__(self):
+        return f"{type(self).__name__}({', '.join(f'{k}={v!r}' for k, v in self.get_params().items())})"
+
+    def _validate_params(self):
+        check_params(self.get_params(), self._parameter_constraints)
+
+    # -- data ------------------------------------------------------------------------------
+    @property
+    def _dtype(self):
+        return torch.float64 if self.dtype == "float64" else torch.float32
+
+    def _device_for(self, X):
+        if self.device is None:
+            return X.device if isinstance(X, torch.Tensor) else torch.device("cpu")
+        try:
+            device = torch.device(self.device)
+        except (RuntimeError, TypeError):
+            raise ValueError(f"device must name a torch device such as 'cpu' or 'cuda', got {self.device!r}") from None
+        if device.type == "cuda" and not torch.cuda.is_available():
+            raise ValueError(f"device {self.device!r} was asked for but CUDA is not available here")
+        return device
+
+    def _check_fitted(self):
+        if not hasattr(self, "n_clusters_"):
+            raise ValueError(f"this {type(self).__name__} is not fitted yet: call fit(X) first")
+
+    def _input(self, X) -> torch.Tensor:
+        self._check_fitted()
+        return check_array(X, dtype=self.means_.dtype, device=self.means_.device, n_features=self.n_features_in_)
+
+    # -- prediction ------------------------------------------------------------------------
+    def predict_proba(self, X) -> np.ndarray:
+        """Responsibilities p(z_n = k | x_n), (N, n_clusters_)."""
+        return torch.softmax(self._log_joint_table(self._input(X)), 1).cpu().numpy()
+
+    def predict(self, X) -> np.ndarray:
+        """MAP cluster of each sample (seed 002 eq. (15))."""
+        return self._log_joint_table(self._input(X)).argmax(1).cpu().numpy()
+
+    def fit_predict(self, X, y=None) -> np.ndarray:
+        return self.fit(X).predict(X)
+
+    def score_samples(self, X) -> np.ndarray:
+        """ln p(x_n) = ln sum_k pi_k f(x_n | theta_k) under the fitted point estimates."""
+        return torch.logsumexp(self._log_joint_table(self._input(X)), 1).cpu().numpy()
+
+    def score(self, X, y=None) -> float:
+        """Mean per-sample log predictive density."""
+        return float(self.score_samples(X).mean())
+
+    # -- diagnostics -----------------------------------------------------------------------
+    def to_arviz(self, X, *, num_draws: int = 200, random_state: int | None = 0):
+        """ArviZ InferenceData: posterior draws, a pointwise ``log_likelihood`` group, the data."""
+        from bnpzoo.diagnostics import inference_data
+
+        x = self._input(X)
+        rng = np.random.default_rng(random_state)
+        return inference_data(self, x, self._posterior_draws(num_draws, rng))
+
+    # -- persistence -----------------------------------------------------------------------
+    def save(self, path) -> None:
+        """Write parameters and fitted state; ``load`` restores predictions exactly."""
+        self._check_fitted()
+        state = {}
+        for name in self._fitted_attributes:
+            value = getattr(self, name)
+            state[name] = value.detach().cpu() if isinstance(value, torch.Tensor) else value
+        torch.save({"format": FORMAT_VERSION, "class": type(self).__name__,
+                    "params": self.get_params(), "state": state}, path)
+
+    @classmethod
+    def load(cls, path, *, map_location=None):
+        blob = torch.load(path, map_location=map_location, weights_only=True)
+        if blob.get("class") != cls.__name__:
+            raise ValueError(f"{path} holds a {blob.get('class')}, not a {cls.__name__}")
+        est = cls(**blob["params"])
+        for name, value in blob["state"].items():
+            setattr(est, name, value)
+        return est

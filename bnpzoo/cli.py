@@ -1,0 +1,145 @@
+"""``bnpzoo`` / ``python -m bnpzoo``: fit one model, or compare every model x learner on a data set.
+
+    bnpzoo fit MODEL --inference LEARNER --data DATA [--labels PATH] [--truncation K] [--iters N]
+                     [--batch-size M] [--seed S] [--device D] [model options] [--json]
+    bnpzoo compare --data DATA [--out DIR] [--json]
+
+Bad input or arguments: exit status 2 and one line on stderr, no traceback.
+"""
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from bnpzoo import data as datasets
+from bnpzoo.metrics import acc, clusters_used, nmi
+from bnpzoo.registry import MODELS
+
+
+class UsageError(ValueError):
+    pass
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse that reports a bad command line as one line, exit 2."""
+
+    def error(self, message):
+        raise UsageError(f"{self.prog}: {message}")
+
+
+def _common(parser: Parser):
+    parser.add_argument("--data", required=True, help="digits, blobs[:n=..,d=..,k=..,seed=..], or a .csv/.npy path")
+    parser.add_argument("--labels", help="file of integer labels, one a line, aligned with the rows")
+    parser.add_argument("--groups", help="file of integer groups (grouped models only)")
+    parser.add_argument("--test-data", help="held-out corpus (topic models only)")
+    parser.add_argument("--truncation", type=int, help="truncation level K")
+    parser.add_argument("--iters", type=int, help="maximum iterations")
+    parser.add_argument("--batch-size", type=int, help="minibatch size (stochastic learners)")
+    parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    parser.add_argument("--device", help="cpu, cuda, cuda:1, ...")
+    parser.add_argument("--json", action="store_true", help="end with one JSON line of results")
+    parser.add_argument("--verbose", action="store_true", help="progress bar")
+
+
+def build_parser() -> Parser:
+    parser = Parser(prog="bnpzoo", description="Bayesian nonparametric mixtures as Pyro programs.")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
+    fit = sub.add_parser("fit", help="fit one model with one learner")
+    fit.add_argument("model", choices=sorted(MODELS))
+    fit.add_argument("--inference", required=True, help="learner name")
+    _common(fit)
+    compare = sub.add_parser("compare", help="every model x learner on one data set: a table and a figure")
+    _common(compare)
+    compare.add_argument("--out", default="results", help="folder for the figure (default: results)")
+    return parser
+
+
+def _model_options(model: str, argv: list) -> dict:
+    parser = Parser(prog=f"bnpzoo fit {model}", add_help=False)
+    for flag, _, kwargs in MODELS[model].options():
+        parser.add_argument(flag, **kwargs)
+    return {k: v for k, v in vars(parser.parse_args(argv)).items() if v is not None}
+
+
+def run_one(model: str, inference: str, dataset, args, options: dict) -> dict:
+    """Fit and score one model x learner; returns the JSON record of DESIGN.md."""
+    entry = MODELS[model]
+    if inference not in entry.learners:
+        raise UsageError(f"--inference {inference!r} does not apply to {model}: use one of {', '.join(entry.learners)}")
+    params = dict(options, inference=inference, random_state=args.seed, verbose=args.verbose)
+    for flag, name in (("truncation", "truncation"), ("iters", "max_iter"), ("batch_size", "batch_size"), ("device", "device")):
+        if getattr(args, flag) is not None:
+            params[name] = getattr(args, flag)
+    est = entry.estimator(**params).fit(dataset.X)
+    pred = est.predict(dataset.X)
+    labels = dataset.labels
+    return {
+        "model": model, "inference": inference, "data": dataset.name,
+        "n": int(dataset.X.shape[0]), "d": int(dataset.X.shape[1]), "truncation": est.truncation,
+        "k_used": clusters_used(pred),
+        "nmi": None if labels is None else round(nmi(labels, pred), 4),
+        "acc": None if labels is None else round(acc(labels, pred), 4),
+        "perplexity": None, "seconds": round(est.fit_seconds_, 4), "iterations": est.n_iter_,
+        "elbo": est.elbo_trace_[-1], "device": str(est.means_.device),
+        "_estimator": est,
+    }
+
+
+def _public(record: dict) -> dict:
+    return {k: v for k, v in record.items() if not k.startswith("_")}
+
+
+def _table(records: list) -> str:
+    cols = ["model", "inference", "k_used", "nmi", "acc", "seconds", "iterations", "elbo"]
+    fmt = lambda v: "-" if v is None else (f"{v:.4g}" if isinstance(v, float) else str(v))
+    rows = [cols] + [[fmt(r[c]) for c in cols] for r in records]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(cols))]
+    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths)) for row in rows)
+
+
+def cmd_fit(args, extra) -> None:
+    options = _model_options(args.model, extra)
+    dataset = datasets.load(args.data, labels=args.labels)
+    record = run_one(args.model, args.inference, dataset, args, options)
+    if args.json:
+        print(json.dumps(_public(record)))
+    else:
+        print(_table([record]))
+
+
+def cmd_compare(args, extra) -> None:
+    if extra:
+        raise UsageError(f"bnpzoo compare: unrecognized arguments: {' '.join(extra)}")
+    dataset = datasets.load(args.data, labels=args.labels)
+    records = [run_one(model, learner, dataset, args, {}) for model, entry in MODELS.items() for learner in entry.learners]
+    print(f"bnpzoo compare on {dataset.name}: n={dataset.X.shape[0]}, d={dataset.X.shape[1]}")
+    print(_table(records))
+    from bnpzoo.plots import comparison_figure
+
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    figure = out / f"compare-{dataset.name.split(':')[0]}.png"
+    comparison_figure(records, dataset, figure)
+    print(f"figure: {figure}")
+    if args.json:
+        print(json.dumps([_public(r) for r in records]))
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    try:
+        args, extra = build_parser().parse_known_args(argv)
+        if args.groups or args.test_data:
+            raise UsageError("--groups and --test-data apply to grouped and topic models; none is installed yet")
+        (cmd_fit if args.command == "fit" else cmd_compare)(args, extra)
+    except (ValueError, OSError) as err:
+        print(f"bnpzoo: error: {err}" if not isinstance(err, UsageError) else str(err), file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

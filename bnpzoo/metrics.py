@@ -1,0 +1,54 @@
+"""Clustering scores as seeds 002 and 004 define them (section 5.1.2 of seed 002).
+
+    ACC = (1/N) sum_n delta(gt_n, map(mo_n))      map: the Hungarian one-to-one label map
+    NMI = I(gt, mo) / max(H(gt), H(mo))
+"""
+
+import numpy as np
+from scipy.optimize import linear_sum_assignment
+
+
+def _labels(a, name) -> np.ndarray:
+    a = np.asarray(a)
+    if a.ndim != 1 or a.size == 0:
+        raise ValueError(f"{name} must be a non-empty 1-D array of labels, got shape {a.shape}")
+    return np.unique(a, return_inverse=True)[1]
+
+
+def contingency(truth, pred) -> np.ndarray:
+    """Counts of (true class, predicted cluster) pairs."""
+    t, p = _labels(truth, "truth"), _labels(pred, "pred")
+    if t.size != p.size:
+        raise ValueError(f"truth and pred differ in length: {t.size} != {p.size}")
+    table = np.zeros((t.max() + 1, p.max() + 1))
+    np.add.at(table, (t, p), 1)
+    return table
+
+
+def _entropy(counts: np.ndarray) -> float:
+    p = counts[counts > 0] / counts.sum()
+    return float(-(p * np.log(p)).sum())
+
+
+def nmi(truth, pred) -> float:
+    """Normalised mutual information with max normalisation; 1 for identical partitions."""
+    table = contingency(truth, pred)
+    n = table.sum()
+    joint = table / n
+    outer = joint.sum(1, keepdims=True) * joint.sum(0, keepdims=True)
+    nz = joint > 0
+    mutual = float((joint[nz] * np.log(joint[nz] / outer[nz])).sum())
+    norm = max(_entropy(table.sum(1)), _entropy(table.sum(0)))
+    return 1.0 if norm == 0 else mutual / norm
+
+
+def acc(truth, pred) -> float:
+    """Accuracy under the best one-to-one map of clusters to classes (Hungarian algorithm)."""
+    table = contingency(truth, pred)
+    rows, cols = linear_sum_assignment(-table)
+    return float(table[rows, cols].sum() / table.sum())
+
+
+def clusters_used(pred) -> int:
+    """Number of distinct clusters that hold at least one sample."""
+    return int(np.unique(np.asarray(pred)).size)

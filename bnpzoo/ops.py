@@ -1,0 +1,70 @@
+"""Tensor kernels shared by the models and the learners.
+
+Everything here is device- and dtype-agnostic and never builds an N x K x D tensor.
+"""
+
+import torch
+
+
+def clamp_probs(p: torch.Tensor) -> torch.Tensor:
+    """Keep probabilities inside (0, 1) so that log(p) and log(1 - p) stay finite."""
+    eps = torch.finfo(p.dtype).eps
+    return p.clamp(eps, 1 - eps)
+
+
+def stick_breaking_log_weights(sticks: torch.Tensor) -> torch.Tensor:
+    """log pi_k = log v_k + sum_{l<k} log(1 - v_l), with the last stick fixed to 1.
+
+    ``sticks`` holds the K - 1 free sticks v_1..v_{K-1} in its last dimension; the result has K
+    entries (seed 002 section 2.1: pi_k = v_k prod_{l<k} (1 - v_l)).
+    """
+    v = clamp_probs(sticks)
+    zero = v.new_zeros(v.shape[:-1] + (1,))
+    log_v = torch.cat([v.log(), zero], dim=-1)
+    log_rest = torch.cat([zero, torch.log1p(-v).cumsum(-1)], dim=-1)
+    return log_v + log_rest
+
+
+def squared_distances(x: torch.Tensor, means: torch.Tensor) -> torch.Tensor:
+    """|x_n - mu_k|^2 for all pairs, (N, K), through one matrix product."""
+    sq = (x * x).sum(-1, keepdim=True) - 2 * x @ means.T + (means * means).sum(-1)
+    return sq.clamp_min(0)
+
+
+def spherical_normal_log_density(x: torch.Tensor, means: torch.Tensor, sigma) -> torch.Tensor:
+    """log N(x_n | mu_k, sigma^2 I) for all pairs, (N, K)."""
+    d = x.shape[-1]
+    sigma = torch.as_tensor(sigma, dtype=x.dtype, device=x.device)
+    log_norm = -0.5 * d * torch.log(2 * torch.pi * sigma**2)
+    return log_norm - squared_distances(x, means) / (2 * sigma**2)
+
+
+def tail_sums(counts: torch.Tensor) -> torch.Tensor:
+    """sum_{j>k} counts_j for every k (the mass to the right of each stick)."""
+    return counts.flip(-1).cumsum(-1).flip(-1) - counts
+
+
+def default_sigma(x: torch.Tensor, max_rows: int = 20000) -> torch.Tensor:
+    """Data-driven scale for the shared spherical component variance.
+
+    sigma^2 = ||C||_F^2 / tr(C) = sum_i lambda_i^2 / sum_i lambda_i, with C the covariance of
+    the data and lambda_i its eigenvalues: the total variance tr(C) spread over the effective
+    number of dimensions (sum lambda)^2 / sum lambda^2 (the participation ratio). For isotropic
+    data it is the per-dimension variance; when the variance lives in a few directions (images,
+    text features) it is the variance along those directions.
+
+    Why not the within-cluster variance the model assumes? With a fixed spherical sigma the
+    likelihood grows with D while the stick-breaking prior's say is O(log K), so the model-true
+    scale keeps every K-means cluster of the initialisation, and a much larger one merges all
+    of them into one. This scale sits between the two on every data set we tried (digits,
+    standardised wine, iris, breast cancer, blobs); see the tests and the benchmark.
+    Rows beyond ``max_rows`` are subsampled (evenly spaced) to keep the cost O(max_rows D^2).
+    """
+    if x.shape[0] > max_rows:
+        x = x[torch.linspace(0, x.shape[0] - 1, max_rows, device=x.device).long()]
+    xc = x - x.mean(0)
+    cov = xc.T @ xc / max(x.shape[0] - 1, 1)
+    total = torch.diagonal(cov).sum()
+    if total <= 0:
+        return torch.ones((), dtype=x.dtype, device=x.device)
+    return ((cov * cov).sum() / total).sqrt()

@@ -1,0 +1,1 @@
+"""Learners (installed as ``bnpzoo.inference``): they take tensors and callables, never a model name."""

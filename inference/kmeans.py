@@ -1,0 +1,49 @@
+"""K-means in torch on the data's device: the initialiser of seed 002 Algorithm 1, step 3.iv."""
+
+import torch
+
+from bnpzoo.ops import squared_distances
+
+
+def kmeans_plus_plus(x: torch.Tensor, k: int, generator: torch.Generator) -> torch.Tensor:
+    """k-means++ seeding (Arthur & Vassilvitskii, 2007): each new centre drawn with probability
+    proportional to the squared distance to the nearest centre chosen so far."""
+    n = x.shape[0]
+    first = torch.randint(n, (1,), generator=generator, device=generator.device).to(x.device)
+    centres = [x[first]]
+    nearest = squared_distances(x, centres[0]).squeeze(1)
+    for _ in range(k - 1):
+        # all-equal points leave no mass: fall back to a uniform draw
+        weights = nearest if nearest.sum() > 0 else torch.ones_like(nearest)
+        pick = torch.multinomial(weights.cpu(), 1, generator=generator).to(x.device)
+        centres.append(x[pick])
+        nearest = torch.minimum(nearest, squared_distances(x, x[pick]).squeeze(1))
+    return torch.cat(centres)
+
+
+def lloyd(x: torch.Tensor, centres: torch.Tensor, max_iter: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Lloyd iterations; an emptied centre stays where it was. Returns (centres, labels, inertia)."""
+    labels = squared_distances(x, centres).argmin(1)
+    for _ in range(max_iter):
+        counts = torch.bincount(labels, minlength=centres.shape[0]).to(x.dtype)
+        sums = torch.zeros_like(centres).index_add_(0, labels, x)
+        centres = torch.where(counts[:, None] > 0, sums / counts.clamp_min(1)[:, None], centres)
+        new = squared_distances(x, centres).argmin(1)
+        if torch.equal(new, labels):
+            break
+        labels = new
+    inertia = squared_distances(x, centres).gather(1, labels[:, None]).sum()
+    return centres, labels, inertia
+
+
+def kmeans(x: torch.Tensor, k: int, *, n_init: int = 3, max_iter: int = 50, seed: int | None = None):
+    """Best of ``n_init`` k-means++ runs by inertia. Returns (centres (k, D), labels (N,))."""
+    k = min(k, x.shape[0])
+    generator = torch.Generator()  # CPU generator: identical draws on every device
+    generator.manual_seed(torch.seed() if seed is None else seed)
+    best = None
+    for _ in range(n_init):
+        run = lloyd(x, kmeans_plus_plus(x, k, generator), max_iter)
+        if best is None or run[2] < best[2]:
+            best = run
+    return best[0], best[1]

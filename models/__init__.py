@@ -1,0 +1,1 @@
+"""One Pyro program per model (installed as ``bnpzoo.models``)."""
