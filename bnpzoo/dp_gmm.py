@@ -30,9 +30,9 @@ class DPGMM(MixtureEstimator):
     inference : "vmm" (batch closed-form MM, seed 002 eq. (5), (15)) or "vi" (Pyro SVI,
         ``TraceEnum_ELBO`` with assignments summed out, Adam).
     alpha : a0 of the Beta(1, a0) sticks.
-    sigma : the component standard deviation; None takes ``bnpzoo.ops.default_sigma`` (the
-        total variance over the effective number of dimensions), which keeps the likelihood from
-        drowning the stick-breaking prior.
+    sigma : the component standard deviation; None takes ``bnpzoo.ops.default_sigma``, computed
+        from the data and the K-means start, which keeps the likelihood from drowning the
+        stick-breaking prior without merging well-separated clusters.
     prior_precision : lambda0; each mean has prior N(mean of X, sigma^2 / lambda0). It acts as
         lambda0 pseudo-samples at the data mean, so a cluster needs about that many members
         before its mean leaves the centre: the default 20 prunes K-means' over-segmentation.
@@ -106,9 +106,12 @@ class DPGMM(MixtureEstimator):
         seed = self.random_state
         if seed is not None:
             pyro.set_rng_seed(seed)
-        sigma = default_sigma(x) if self.sigma is None else torch.tensor(float(self.sigma), dtype=x.dtype, device=x.device)
-        prior_mean = x.mean(0)
         init_means, labels = kmeans(x, self.truncation, n_init=self.n_init, seed=seed)
+        if self.sigma is None:
+            sigma = default_sigma(x, init_means, labels)
+        else:
+            sigma = torch.tensor(float(self.sigma), dtype=x.dtype, device=x.device)
+        prior_mean = x.mean(0)
         hyper = dict(alpha=self.alpha, prior_mean=prior_mean, prior_precision=self.prior_precision)
         if self.inference == "vmm":
             fit = fit_vmm(x, init_means, sigma=sigma, hard=self.assignment == "hard", max_iter=self.max_iter,

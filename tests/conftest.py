@@ -1,0 +1,46 @@
+import numpy as np
+import pyro
+import pytest
+import torch
+
+
+@pytest.fixture(autouse=True)
+def _fresh_pyro():
+    pyro.clear_param_store()
+    pyro.set_rng_seed(0)
+    yield
+
+
+@pytest.fixture(scope="session")
+def digits():
+    from bnpzoo.data import digits
+
+    return digits()
+
+
+def draw_from_model(n=1200, d=2, k=6, spread=12.0, seed=0):
+    """Data from models.dp_gmm itself: K well-separated means, equal-ish weights, sigma = 1."""
+    from bnpzoo.models.dp_gmm import model
+
+    gen = torch.Generator().manual_seed(seed)
+    means = spread * torch.randn(k, d, generator=gen)
+    # sticks giving weights 1/k each: v_j = 1 / (k - j + 1)
+    sticks = 1.0 / torch.arange(k, 1, -1, dtype=torch.float32)
+    pyro.set_rng_seed(seed)
+    conditioned = pyro.condition(model, data={"mu": means, "v": sticks})
+    trace = pyro.poutine.trace(conditioned).get_trace(None, truncation=k, sigma=1.0, num_data=n, dim=d)
+    return trace.nodes["x"]["value"].numpy(), trace.nodes["z"]["value"].numpy(), means.numpy()
+
+
+@pytest.fixture(scope="session")
+def model_draw():
+    return draw_from_model()
+
+
+def match_means(true, fitted):
+    """Largest distance between true means and fitted means under the best one-to-one map."""
+    from scipy.optimize import linear_sum_assignment
+
+    cost = np.linalg.norm(true[:, None] - fitted[None], axis=-1)
+    rows, cols = linear_sum_assignment(cost)
+    return cost[rows, cols].max()

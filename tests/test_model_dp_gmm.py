@@ -1,0 +1,89 @@
+"""The Pyro program, its guides, and seed 002's closed-form gradients (eq. (12), (14))."""
+
+import pyro
+import pyro.poutine as poutine
+import pytest
+import torch
+from pyro.infer import TraceEnum_ELBO
+from pyro.poutine.util import site_is_subsample
+
+from bnpzoo.guides.dp_gmm import map_guide, mean_field_guide
+from bnpzoo.inference.sticks import stick_gradient, update_sticks
+from bnpzoo.inference.vmm import mean_gradient, update_means
+from bnpzoo.models.assigned import AssignedSphericalNormal
+from bnpzoo.models.dp_gmm import model
+from bnpzoo.ops import spherical_normal_log_density, stick_breaking_log_weights
+
+K, D, N = 5, 3, 40
+HYPER = dict(truncation=K, alpha=2.5, sigma=0.8, prior_mean=0.3, prior_precision=1.7)
+
+
+def _problem():
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(N, D, generator=g, dtype=torch.float64)
+    mu = torch.randn(K, D, generator=g, dtype=torch.float64).requires_grad_()
+    v = torch.rand(K - 1, generator=g, dtype=torch.float64).mul(0.8).add(0.1).requires_grad_()
+    z = torch.randint(K, (N,), generator=g)
+    return x, mu, v, z
+
+
+def test_log_joint_gradients_equal_seed_002_closed_forms():
+    x, mu, v, z = _problem()
+    conditioned = poutine.condition(model, data={"mu": mu, "v": v, "z": z})
+    trace = poutine.trace(conditioned).get_trace(x, **HYPER)
+    grad_mu, grad_v = torch.autograd.grad(trace.log_prob_sum(), [mu, v])
+    resp = torch.nn.functional.one_hot(z, K).to(x.dtype)
+    sigma = torch.tensor(HYPER["sigma"], dtype=x.dtype)
+    eq12 = mean_gradient(x, resp, mu.detach(), sigma, HYPER["prior_mean"], HYPER["prior_precision"])
+    eq14 = stick_gradient(resp.sum(0), v.detach(), HYPER["alpha"])
+    assert torch.allclose(grad_mu, eq12, atol=1e-10)
+    assert torch.allclose(grad_v, eq14, atol=1e-10)
+
+
+def test_closed_form_updates_are_zeros_of_the_gradients():
+    x, mu, _, z = _problem()
+    resp = torch.softmax(torch.randn(N, K, dtype=x.dtype), 1)
+    means = update_means(x, resp, 0.3, 1.7)
+    assert torch.allclose(mean_gradient(x, resp, means, 0.8, 0.3, 1.7), torch.zeros_like(means), atol=1e-9)
+    counts = resp.sum(0)
+    sticks = update_sticks(counts, 2.5)
+    assert torch.allclose(stick_gradient(counts, sticks, 2.5), torch.zeros(K - 1, dtype=x.dtype), atol=1e-8)
+
+
+def test_enumerated_bound_with_map_guide_is_the_marginal_log_joint():
+    x, mu, v, _ = _problem()
+    guide = map_guide(mu.detach(), v.detach())
+    loss = TraceEnum_ELBO(max_plate_nesting=1).loss(model, guide, x, **HYPER)
+    sigma, m0, lam = HYPER["sigma"], HYPER["prior_mean"], HYPER["prior_precision"]
+    table = stick_breaking_log_weights(v.detach()) + spherical_normal_log_density(x, mu.detach(), sigma)
+    prior = torch.distributions.Normal(m0, sigma / lam**0.5).log_prob(mu.detach()).sum()
+    prior = prior + torch.distributions.Beta(1.0, HYPER["alpha"]).log_prob(v.detach()).sum()
+    assert loss == pytest.approx(-(torch.logsumexp(table, 1).sum() + prior).item(), rel=1e-5)
+
+
+def test_assigned_log_prob_broadcasts_an_enumerated_assignment_without_a_k_n_d_tensor():
+    x, mu, _, _ = _problem()
+    z = torch.arange(K).view(K, 1)
+    lp = AssignedSphericalNormal(mu.detach(), 0.8, z).expand((K, N)).log_prob(x)
+    assert lp.shape == (K, N)
+    assert torch.allclose(lp, spherical_normal_log_density(x, mu.detach(), 0.8).T)
+
+
+def test_model_generates_data_of_the_requested_shape():
+    trace = poutine.trace(model).get_trace(None, truncation=4, num_data=25, dim=3)
+    assert trace.nodes["x"]["value"].shape == (25, 3)
+    assert trace.nodes["z"]["value"].max() < 4
+
+
+@pytest.mark.parametrize("make_guide", [map_guide, mean_field_guide])
+def test_guide_latent_sites_equal_the_models_non_enumerated_latent_sites(make_guide):
+    x, mu, v, _ = _problem()
+    guide = make_guide(mu.detach(), v.detach())
+    model_trace = poutine.trace(pyro.infer.config_enumerate(model)).get_trace(x, **HYPER)
+    latent = {name for name, site in model_trace.nodes.items()
+              if site["type"] == "sample" and not site["is_observed"] and not site_is_subsample(site)
+              and site["infer"].get("enumerate") != "parallel"}
+    guide_trace = poutine.trace(guide).get_trace(x, **HYPER)
+    sampled = {name for name, site in guide_trace.nodes.items()
+               if site["type"] == "sample" and not site_is_subsample(site)}
+    assert sampled == latent == {"v", "mu"}
