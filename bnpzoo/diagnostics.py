@@ -41,4 +41,7 @@ def compare(fitted: dict, X, *, ic: str = "loo", num_draws: int = 200, random_st
     if len(fitted) < 2:
         raise ValueError("compare needs at least two fitted estimators")
     data = {name: est.to_arviz(X, num_draws=num_draws, random_state=random_state) for name, est in fitted.items()}
-    return _arviz().compare(data, ic=ic)
+    with warnings.catch_warnings():
+        # arviz 0.23 calls a pandas API that pandas 3.1 deprecates; not ours to act on
+        warnings.filterwarnings("ignore", message="The inplace keyword in DataFrame")
+        return _arviz().compare(data, ic=ic)

@@ -36,6 +36,9 @@ class DPGMM(MixtureEstimator):
     prior_precision : lambda0; each mean has prior N(mean of X, sigma^2 / lambda0). It acts as
         lambda0 pseudo-samples at the data mean, so a cluster needs about that many members
         before its mean leaves the centre: the default 20 prunes K-means' over-segmentation.
+        The price is shrinkage: a cluster of N_k samples has its mean pulled a fraction
+        lambda0 / (N_k + lambda0) of the way to the data mean, which costs likelihood when
+        clusters hold only a few dozen samples; lower it there.
     assignment : "hard" (MAP assignments, as in the seed) or "soft" (responsibilities); vmm only.
     guide : "map" (Delta sites) or "mean-field" (Normal means, Beta sticks); vi only.
     max_iter, tol : iteration cap and relative change of the bound that counts as converged.
