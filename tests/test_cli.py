@@ -1,0 +1,61 @@
+"""Every CLI command runs; bad input exits 2 with one line on stderr."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from bnpzoo.cli import main
+
+FIELDS = {"model", "inference", "data", "n", "d", "truncation", "k_used", "nmi", "acc", "perplexity",
+          "seconds", "iterations", "elbo", "device"}
+
+
+def test_fit_json_line_has_the_design_fields(capsys):
+    assert main(["fit", "dp-gmm", "--inference", "vmm", "--data", "digits", "--json"]) == 0
+    record = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert FIELDS <= record.keys()
+    assert record["n"] == 1797 and record["d"] == 64 and record["perplexity"] is None
+    assert 0 <= record["nmi"] <= 1 and record["k_used"] >= 1
+
+
+def test_fit_on_a_csv_with_labels_and_model_options(tmp_path, capsys, model_draw):
+    X, z, _ = model_draw
+    np.savetxt(tmp_path / "x.csv", X, delimiter=",")
+    np.savetxt(tmp_path / "y.txt", z, fmt="%d")
+    argv = ["fit", "dp-gmm", "--inference", "vi", "--data", str(tmp_path / "x.csv"), "--labels",
+            str(tmp_path / "y.txt"), "--truncation", "12", "--iters", "200", "--guide", "map", "--json"]
+    assert main(argv) == 0
+    record = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert record["truncation"] == 12 and record["nmi"] > 0.95
+
+
+def test_compare_prints_a_table_and_writes_a_figure(tmp_path, capsys):
+    assert main(["compare", "--data", "blobs:n=400,d=2,k=3", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "vmm" in out and "vi" in out
+    assert (tmp_path / "compare-blobs.png").stat().st_size > 10_000
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["fit", "dp-gmm", "--inference", "vmm", "--data", "digits", "--sigma", "0"], "sigma"),
+    (["fit", "dp-gmm", "--inference", "vmm", "--data", "digits", "--truncation", "0"], "truncation"),
+    (["fit", "dp-gmm", "--inference", "gibbs", "--data", "digits"], "inference"),
+    (["fit", "dp-gmm", "--inference", "vmm", "--data", "missing.csv"], "does not exist"),
+    (["fit", "dp-gmm", "--inference", "vmm", "--data", "digits", "--bogus", "1"], "unrecognized"),
+    (["fit", "no-such-model", "--inference", "vmm", "--data", "digits"], "invalid choice"),
+])
+def test_bad_arguments_exit_2_with_one_line(argv, message, capsys):
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and message in err[0]
+
+
+def test_nan_in_a_csv_exits_2_through_the_installed_entry_point(tmp_path):
+    (tmp_path / "x.csv").write_text("1,2\nnan,4\n")
+    proc = subprocess.run([sys.executable, "-m", "bnpzoo", "fit", "dp-gmm", "--inference", "vmm", "--data",
+                           str(tmp_path / "x.csv")], capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == ["bnpzoo: error: X contains NaN"]

@@ -1,0 +1,41 @@
+import numpy as np
+import pytest
+
+from bnpzoo import data
+
+
+def test_digits_are_scaled_to_unit_interval(digits):
+    assert digits.X.shape == (1797, 64) and digits.X.min() == 0 and digits.X.max() == 1
+    assert set(np.unique(digits.labels)) == set(range(10))
+
+
+def test_blobs_options_and_reproducibility():
+    a = data.load("blobs:n=500,d=3,k=4,seed=7")
+    b = data.load("blobs:n=500,d=3,k=4,seed=7")
+    assert a.X.shape == (500, 3) and np.array_equal(a.X, b.X) and a.labels.max() < 4
+    with pytest.raises(ValueError, match="blobs option"):
+        data.load("blobs:size=3")
+
+
+def test_csv_with_header_and_labels(tmp_path):
+    (tmp_path / "x.csv").write_text("a,b\n1,2\n3,4\n5,6\n")
+    (tmp_path / "y.txt").write_text("0\n1\n1\n")
+    ds = data.load(str(tmp_path / "x.csv"), labels=tmp_path / "y.txt")
+    assert ds.X.shape == (3, 2) and ds.labels.tolist() == [0, 1, 1]
+
+
+@pytest.mark.parametrize("content, labels, message", [
+    ("1,2\n3\n", None, "columns"),
+    ("1,2\nx,4\n", None, "not numeric"),
+    ("1,2\n3,4\n", "0\n", "1 labels for 2 rows"),
+    ("1,2\n3,4\n", "0\nb\n", "integer"),
+    ("", None, "empty"),
+])
+def test_corrupt_files_name_the_problem(tmp_path, content, labels, message):
+    (tmp_path / "x.csv").write_text(content)
+    label_path = None
+    if labels is not None:
+        label_path = tmp_path / "y.txt"
+        label_path.write_text(labels)
+    with pytest.raises(ValueError, match=message):
+        data.load(str(tmp_path / "x.csv"), labels=label_path)
