@@ -47,7 +47,10 @@ def _common(parser: Parser):
 def build_parser() -> Parser:
     parser = Parser(prog="bnpzoo", description="Bayesian nonparametric mixtures as Pyro programs.")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
-    fit = sub.add_parser("fit", help="fit one model with one learner")
+    epilog = "\n".join(f"{name} (learners: {', '.join(entry.learners)}) options: "
+                        + " ".join(flag for flag, _, _ in entry.options()) for name, entry in MODELS.items())
+    fit = sub.add_parser("fit", help="fit one model with one learner", epilog=epilog,
+                         formatter_class=argparse.RawDescriptionHelpFormatter)
     fit.add_argument("model", choices=sorted(MODELS))
     fit.add_argument("--inference", required=True, help="learner name")
     _common(fit)

@@ -22,10 +22,6 @@ class Dataset:
     X: np.ndarray
     labels: np.ndarray | None = None
 
-    @property
-    def shape(self):
-        return self.X.shape
-
 
 def digits() -> Dataset:
     from sklearn.datasets import load_digits
