@@ -12,8 +12,6 @@ import json
 import sys
 from pathlib import Path
 
-import numpy as np
-
 from bnpzoo import data as datasets
 from bnpzoo.metrics import acc, clusters_used, nmi
 from bnpzoo.registry import MODELS

@@ -12,11 +12,11 @@ from bnpzoo._validation import Interval, OneOf, check_array
 from bnpzoo.base import MixtureEstimator
 from bnpzoo.guides import dp_gmm as guides
 from bnpzoo.inference.kmeans import kmeans
-from bnpzoo.inference.sticks import update_sticks
+from bnpzoo.inference.sticks import sort_by_size
 from bnpzoo.inference.svi import run_svi
 from bnpzoo.inference.vmm import assignment_scores, fit_vmm
 from bnpzoo.models.dp_gmm import model as dp_gmm_model
-from bnpzoo.ops import default_sigma, spherical_normal_log_density, stick_breaking_log_weights, tail_sums
+from bnpzoo.ops import default_sigma, spherical_normal_log_density, stick_breaking_log_weights, tail_sums, weights_to_sticks
 
 INFERENCE = ("vmm", "vi")
 
@@ -117,7 +117,7 @@ class DPGMM(MixtureEstimator):
         prior_mean = x.mean(0)
         hyper = dict(alpha=self.alpha, prior_mean=prior_mean, prior_precision=self.prior_precision)
         if self.inference == "vmm":
-            fit = fit_vmm(x, init_means, sigma=sigma, hard=self.assignment == "hard", max_iter=self.max_iter,
+            fit = fit_vmm(x, init_means, labels, sigma=sigma, hard=self.assignment == "hard", max_iter=self.max_iter,
                           tol=self.tol, prune_threshold=self.prune_threshold, verbose=self.verbose, **hyper)
             means, sticks, trace, n_iter, converged = fit.means, fit.sticks, fit.objective_trace, fit.n_iter, fit.converged
             scale = None
@@ -132,30 +132,29 @@ class DPGMM(MixtureEstimator):
 
     def _fit_vi(self, x, init_means, labels, sigma, hyper):
         k = init_means.shape[0]
-        counts = torch.bincount(labels, minlength=k).to(x.dtype)
-        order = torch.argsort(counts, descending=True)
-        init_means, counts = init_means[order], counts[order]
-        init_sticks = update_sticks(counts, self.alpha)
+        order, sticks = sort_by_size(torch.bincount(labels, minlength=k).to(x.dtype), self.alpha)
+        init_means, init_sticks = init_means[order], sticks[:-1]
         make_guide = guides.map_guide if self.guide == "map" else guides.mean_field_guide
         pyro.clear_param_store()
         run = run_svi(dp_gmm_model, make_guide(init_means, init_sticks), x,
                       model_kwargs=dict(truncation=k, sigma=sigma, **hyper),
                       optim=pyro.optim.Adam({"lr": self.learning_rate}), max_iter=self.max_iter,
                       batch_size=self.batch_size, tol=self.tol, verbose=self.verbose)
-        means, sticks = guides.point_estimates(self.guide)
-        scale = pyro.param("mu_scale").detach() if self.guide == "mean-field" else None
+        means, sticks, scale = guides.point_estimates(self.guide)
         return means, sticks, run.elbo_trace, run.n_iter, run.converged, scale
 
     def _finalise(self, x, means, sticks, scale):
         """Order clusters by weight and keep those that own a training sample (seed 004 V.D)."""
         log_w = stick_breaking_log_weights(sticks)
-        owners = torch.bincount(assignment_scores(x, means, sticks, self.sigma_).argmax(1), minlength=means.shape[0])
+        table = assignment_scores(x, means, sticks, self.sigma_)
+        owners = torch.bincount(table.argmax(1), minlength=means.shape[0])
         order = torch.argsort(log_w, descending=True)
         keep = order[owners[order] > 0]
         weights = log_w[keep].exp()
         self.means_, self.weights_, self.n_clusters_ = means[keep], weights / weights.sum(), int(keep.numel())
         self.sticks_ = weights_to_sticks(self.weights_)
-        self.counts_ = torch.softmax(self._log_joint_table(x), 1).sum(0)
+        # renormalising the kept weights shifts every column alike: the softmax is unchanged
+        self.counts_ = torch.softmax(table[:, keep], 1).sum(0)
         # posterior factors for ArviZ: the conjugate factors given the responsibilities,
         # q(mu_k) = N(mean_k, sigma^2 / (N_k + lambda0)) (the mean-field guide's own scales where
         # it has them) and q(v_k) = Beta(1 + N_k, a0 + N_{>k}).
@@ -178,8 +177,3 @@ class DPGMM(MixtureEstimator):
     def _draw_log_likelihood(self, x, draw):
         return torch.logsumexp(draw["weights"].log() + spherical_normal_log_density(x, draw["mu"], self.sigma_), 1)
 
-
-def weights_to_sticks(weights: torch.Tensor) -> torch.Tensor:
-    """Invert stick breaking: v_k = pi_k / (1 - sum_{l<k} pi_l), for the K - 1 free sticks."""
-    remaining = 1 - torch.cat([weights.new_zeros(1), weights.cumsum(0)[:-1]])
-    return (weights / remaining.clamp_min(torch.finfo(weights.dtype).tiny))[:-1].clamp(0, 1)

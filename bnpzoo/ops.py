@@ -25,6 +25,12 @@ def stick_breaking_log_weights(sticks: torch.Tensor) -> torch.Tensor:
     return log_v + log_rest
 
 
+def weights_to_sticks(weights: torch.Tensor) -> torch.Tensor:
+    """Invert stick breaking: v_k = pi_k / (1 - sum_{l<k} pi_l), for the K - 1 free sticks."""
+    remaining = 1 - torch.cat([weights.new_zeros(1), weights.cumsum(0)[:-1]])
+    return (weights / remaining.clamp_min(torch.finfo(weights.dtype).tiny))[:-1].clamp(0, 1)
+
+
 def squared_distances(x: torch.Tensor, means: torch.Tensor) -> torch.Tensor:
     """|x_n - mu_k|^2 for all pairs, (N, K), through one matrix product."""
     sq = (x * x).sum(-1, keepdim=True) - 2 * x @ means.T + (means * means).sum(-1)
@@ -47,12 +53,10 @@ def tail_sums(counts: torch.Tensor) -> torch.Tensor:
 def _largest_eigenvalue(sym: torch.Tensor, steps: int = 50) -> torch.Tensor:
     """Power iteration for the top eigenvalue of a symmetric PSD matrix (device-friendly)."""
     v = torch.ones(sym.shape[0], dtype=sym.dtype, device=sym.device)
+    tiny = torch.finfo(sym.dtype).tiny
     for _ in range(steps):
         w = sym @ v
-        norm = w.norm()
-        if norm == 0:
-            return norm
-        v = w / norm
+        v = w / w.norm().clamp_min(tiny)  # a zero matrix keeps v = 0 and returns 0
     return v @ sym @ v
 
 

@@ -45,10 +45,11 @@ def mean_field_guide(init_means: torch.Tensor, init_sticks: torch.Tensor, *, ini
     return guide
 
 
-def point_estimates(kind: str) -> tuple[torch.Tensor, torch.Tensor]:
-    """(means, sticks) read from the param store after fitting ``kind`` in {"map", "mean-field"}."""
+def point_estimates(kind: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """(means, sticks, mean scales or None) from the param store after fitting ``kind``
+    in {"map", "mean-field"}."""
     store = pyro.get_param_store()
     if kind == "map":
-        return store["mu_map"].detach(), store["v_map"].detach()
+        return store["mu_map"].detach(), store["v_map"].detach(), None
     c1, c0 = store["v_conc1"].detach(), store["v_conc0"].detach()
-    return store["mu_loc"].detach(), c1 / (c1 + c0)
+    return store["mu_loc"].detach(), c1 / (c1 + c0), store["mu_scale"].detach()

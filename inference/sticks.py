@@ -32,6 +32,14 @@ def update_sticks(counts: torch.Tensor, alpha: float) -> torch.Tensor:
     return clamp_probs(counts[:-1] / denom)
 
 
+def sort_by_size(counts: torch.Tensor, alpha: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """Clusters in decreasing order of N_k (ties keep their order) and all K sticks in that
+    order, the last fixed to 1. Returns (order, sticks)."""
+    order = torch.argsort(counts, descending=True, stable=True)
+    sorted_counts = counts[order]
+    return order, torch.cat([update_sticks(sorted_counts, alpha), sorted_counts.new_ones(1)])
+
+
 def reorder_and_prune(counts: torch.Tensor, alpha: float, threshold: float) -> torch.Tensor:
     """Cluster ordering and pruning of seed 004 section V.D.
 
@@ -41,9 +49,7 @@ def reorder_and_prune(counts: torch.Tensor, alpha: float, threshold: float) -> t
     below 1/K only empty clusters are ever dropped. Returns the indices of the kept clusters, in
     their new order (at least one cluster is kept).
     """
-    order = torch.argsort(counts, descending=True, stable=True)
-    sorted_counts = counts[order]
-    sticks = torch.cat([update_sticks(sorted_counts, alpha), sorted_counts.new_ones(1)])
-    keep = (sorted_counts > 0) & (sticks >= threshold)
+    order, sticks = sort_by_size(counts, alpha)
+    keep = (counts[order] > 0) & (sticks >= threshold)
     keep[0] = True
     return order[keep]

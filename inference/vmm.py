@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 import torch
 from tqdm.auto import tqdm
 
-from bnpzoo.ops import spherical_normal_log_density, squared_distances, stick_breaking_log_weights
+from bnpzoo.ops import spherical_normal_log_density, stick_breaking_log_weights
 from bnpzoo.inference.sticks import reorder_and_prune, update_sticks
 
 
@@ -77,7 +77,7 @@ def log_prior(means, sticks, *, sigma, alpha, prior_mean, prior_precision, n_clu
     return mu_term + v_term
 
 
-def objective(x, scores, resp, means, sticks, hard, **prior):
+def objective(scores, resp, means, sticks, hard, **prior):
     """Hard: ln p(x, z, mu, v); soft: ln p(x, mu, v), as in the module docstring."""
     data_term = (scores * resp).sum() if hard else torch.logsumexp(scores, 1).sum()
     return data_term + log_prior(means, sticks, **prior)
@@ -86,6 +86,7 @@ def objective(x, scores, resp, means, sticks, hard, **prior):
 def fit_vmm(
     x: torch.Tensor,
     init_means: torch.Tensor,
+    init_labels: torch.Tensor,
     *,
     sigma: torch.Tensor,
     alpha: float = 1.0,
@@ -97,15 +98,16 @@ def fit_vmm(
     prune_threshold: float = 1e-3,
     verbose: bool = False,
 ) -> SphericalMixture:
-    """Run the MM iterations from K-means means (seed 002 Algorithm 1, with MAP in place of SGA).
+    """Run the MM iterations from a K-means start (seed 002 Algorithm 1, with MAP in place of SGA).
 
-    Initialisation as in step 3.iv: E[z] from the K-means means, then E[mu] and E[v].
+    Initialisation as in step 3.iv: E[z] = the K-means labels (each sample's nearest K-means
+    mean), then E[mu] and E[v].
     Stops when the assignments no longer change (hard), when the relative change of the
     objective falls below ``tol``, or after ``max_iter`` iterations.
     """
     prior = dict(sigma=sigma, alpha=alpha, prior_mean=prior_mean, prior_precision=prior_precision,
                  n_clusters=init_means.shape[0])
-    resp = assign(-squared_distances(x, init_means), hard=True)  # nearest K-means centre
+    resp = torch.nn.functional.one_hot(init_labels, init_means.shape[0]).to(x.dtype)
     fit = SphericalMixture(means=init_means, sticks=init_means.new_empty(0))
     bar = tqdm(total=max_iter, disable=not verbose, desc="vmm", unit="it")
     for it in range(max_iter + 1):
@@ -117,7 +119,7 @@ def fit_vmm(
         counts = resp.sum(0)
         fit.sticks = update_sticks(counts, alpha)
         scores = assignment_scores(x, fit.means, fit.sticks, sigma)
-        value = objective(x, scores, resp, fit.means, fit.sticks, hard, **prior).item()
+        value = objective(scores, resp, fit.means, fit.sticks, hard, **prior).item()
         fit.objective_trace.append(value)
         if it == max_iter:
             break

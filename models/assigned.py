@@ -7,6 +7,8 @@ log-densities once (a matrix product) and gather the entries that ``z`` names, s
 one ``x @ means.T`` whatever the enumeration shape.
 """
 
+import copy
+
 import torch
 from pyro.distributions import TorchDistribution, constraints
 
@@ -32,7 +34,10 @@ class AssignedComponents(TorchDistribution):
         return table.T[self.assignment, rows]  # broadcast of z against the data rows
 
     def expand(self, batch_shape, _instance=None):
-        return type(self)._from_assignment(self, self.assignment.expand(batch_shape))
+        new = copy.copy(self)  # component parameters are shared; only the assignment grows
+        new.assignment = self.assignment.expand(batch_shape)
+        TorchDistribution.__init__(new, torch.Size(batch_shape), self.event_shape, validate_args=False)
+        return new
 
 
 class AssignedSphericalNormal(AssignedComponents):
@@ -42,10 +47,6 @@ class AssignedSphericalNormal(AssignedComponents):
         self.means = means
         self.sigma = torch.as_tensor(sigma, dtype=means.dtype, device=means.device)
         super().__init__(assignment, means.shape[-1], validate_args=validate_args)
-
-    @staticmethod
-    def _from_assignment(old, assignment):
-        return AssignedSphericalNormal(old.means, old.sigma, assignment)
 
     def component_log_density(self, x):
         return spherical_normal_log_density(x, self.means, self.sigma)

@@ -16,7 +16,7 @@ from conftest import match_means
 def _objective_trace(x, hard, prune_threshold=1e-3, **kw):
     x = torch.as_tensor(x, dtype=torch.float64)
     init, labels = kmeans(x, 50, seed=0)
-    fit = fit_vmm(x, init, sigma=default_sigma(x, init, labels), prior_mean=x.mean(0), hard=hard,
+    fit = fit_vmm(x, init, labels, sigma=default_sigma(x, init, labels), prior_mean=x.mean(0), hard=hard,
                   prune_threshold=prune_threshold, max_iter=200, tol=0.0, **kw)
     return np.array(fit.objective_trace)
 
