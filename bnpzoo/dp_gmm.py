@@ -10,15 +10,14 @@ import torch
 
 from bnpzoo._validation import Interval, OneOf, check_array
 from bnpzoo.base import MixtureEstimator
-from bnpzoo.guides import dp_gmm as guides
+from bnpzoo.dp_gmm_session import LEARNERS, StochasticSession
 from bnpzoo.inference.kmeans import kmeans
 from bnpzoo.inference.sticks import sort_by_size
-from bnpzoo.inference.svi import run_svi
 from bnpzoo.inference.vmm import assignment_scores, fit_vmm
-from bnpzoo.models.dp_gmm import model as dp_gmm_model
 from bnpzoo.ops import default_sigma, spherical_normal_log_density, stick_breaking_log_weights, tail_sums, weights_to_sticks
 
-INFERENCE = ("vmm", "vi")
+INFERENCE = ("vmm", *LEARNERS)
+STOCHASTIC = tuple(name for name in LEARNERS if name != "vi")
 
 
 class DPGMM(MixtureEstimator):
@@ -27,8 +26,10 @@ class DPGMM(MixtureEstimator):
     Parameters (keyword-only)
     ----------
     truncation : int, K, the most clusters the fit can use.
-    inference : "vmm" (batch closed-form MM, seed 002 eq. (5), (15)) or "vi" (Pyro SVI,
-        ``TraceEnum_ELBO`` with assignments summed out, Adam).
+    inference : "vmm" (batch closed-form MM, seed 002 eq. (5), (15)); "vi" (Pyro SVI with Adam);
+        or a seed learner on minibatches under Pyro SVI (``inference.optim``): "sga", "sga-momentum",
+        "sga-fisher" (seed 002 eq. (6)-(9), (16)), "svmm", "svmm-mgrad", "svmm-grad" (seed 004
+        eq. (11), (13), (14) and its ablations), "natgrad-svi" (conjugate SVI, seed 004 Table I).
     alpha : a0 of the Beta(1, a0) sticks.
     sigma : the component standard deviation; None takes ``bnpzoo.ops.default_sigma``, computed
         from the data and the K-means start, which keeps the likelihood from drowning the
@@ -39,13 +40,18 @@ class DPGMM(MixtureEstimator):
         The price is shrinkage: a cluster of N_k samples has its mean pulled a fraction
         lambda0 / (N_k + lambda0) of the way to the data mean, which costs likelihood when
         clusters hold only a few dozen samples; lower it there.
-    assignment : "hard" (MAP assignments, as in the seed) or "soft" (responsibilities); vmm only.
-    guide : "map" (Delta sites) or "mean-field" (Normal means, Beta sticks); vi only.
+    assignment : "hard" (MAP assignments, seed 002 eq. (15)) or "soft" (responsibilities; under SVI
+        the assignments are summed out by enumeration). None: the seeds' choice, hard for vmm and
+        the seed learners, soft for vi and natgrad-svi. sga-fisher needs hard assignments.
+    guide : "map" (Delta sites) or "mean-field" (Normal means, Beta sticks); vi only (the seed
+        learners use the MAP guide, natgrad-svi the conjugate mean-field guide).
     max_iter, tol : iteration cap and relative change of the bound that counts as converged.
     prune_threshold : clusters whose stick falls below it are dropped (seed 004 V.D).
-    batch_size : minibatch size for vi (None: full batch).
-    learning_rate : Adam's step for vi.
-    n_init : K-means restarts for the initialisation (seed 002 Algorithm 1, 3.iv).
+    batch_size : minibatch size of the SVI learners (None: full batch for vi, min(N, 1000) for
+        the seed learners).
+    learning_rate : the step eta of the SVI learner (None: its default, ``dp_gmm_session.LEARNERS``).
+    n_init : K-means restarts for the initialisation (seed 002 Algorithm 1, 3.iv). The seed
+        learners run K-means on a random subset of min(N, max(20 K, batch size)) samples.
     device, dtype : where and in which precision to fit (default: the data's device, float32).
     random_state : seed for the initialisation and SVI.
     verbose : progress bar.
@@ -53,7 +59,11 @@ class DPGMM(MixtureEstimator):
     Fitted attributes: ``means_`` (K' x D), ``sticks_`` (K' - 1), ``weights_`` (K'),
     ``n_clusters_`` (K'), ``sigma_``, ``elbo_trace_`` (the learner's objective per iteration),
     ``converged_``, ``n_iter_``, ``counts_`` (expected training samples per cluster),
-    ``n_features_in_``, ``fit_seconds_``.
+    ``n_features_in_``, ``fit_seconds_``; for the SVI learners also ``elbo_seconds_`` (wall time
+    of each bound in ``elbo_trace_``, evaluated every 10 steps on a fixed minibatch).
+
+    ``partial_fit(X)`` (seed learners): one pass of minibatch steps over X, resuming the previous
+    call's parameters and optimizer state; each batch stands in for the data set (N = len(X)).
     """
 
     _parameter_constraints = {
@@ -62,13 +72,13 @@ class DPGMM(MixtureEstimator):
         "alpha": Interval(float, 0, low_open=True),
         "sigma": Interval(float, 0, low_open=True, optional=True),
         "prior_precision": Interval(float, 0, low_open=True),
-        "assignment": OneOf("hard", "soft"),
+        "assignment": OneOf("hard", "soft", None),
         "guide": OneOf("map", "mean-field"),
         "max_iter": Interval(int, 1),
         "tol": Interval(float, 0),
         "prune_threshold": Interval(float, 0, 1, high_open=True),
         "batch_size": Interval(int, 1, optional=True),
-        "learning_rate": Interval(float, 0, low_open=True),
+        "learning_rate": Interval(float, 0, low_open=True, optional=True),
         "n_init": Interval(int, 1),
         "dtype": OneOf("float32", "float64"),
         "random_state": Interval(int, 0, optional=True),
@@ -76,11 +86,11 @@ class DPGMM(MixtureEstimator):
     }
     _fitted_attributes = ("means_", "sticks_", "weights_", "n_clusters_", "sigma_", "elbo_trace_",
                           "converged_", "n_iter_", "counts_", "n_features_in_", "fit_seconds_",
-                          "mean_scale_", "stick_concentration_")
+                          "mean_scale_", "stick_concentration_", "elbo_seconds_")
 
     def __init__(self, *, truncation=50, inference="vmm", alpha=1.0, sigma=None, prior_precision=20.0,
-                 assignment="hard", guide="map", max_iter=500, tol=1e-5, prune_threshold=1e-3,
-                 batch_size=None, learning_rate=0.05, n_init=3, device=None, dtype="float32",
+                 assignment=None, guide="map", max_iter=500, tol=1e-5, prune_threshold=1e-3,
+                 batch_size=None, learning_rate=None, n_init=3, device=None, dtype="float32",
                  random_state=None, verbose=False):
         self.truncation = truncation
         self.inference = inference
@@ -106,42 +116,95 @@ class DPGMM(MixtureEstimator):
         self._validate_params()
         x = check_array(X, dtype=self._dtype, device=self._device_for(X))
         start = time.perf_counter()
-        seed = self.random_state
-        if seed is not None:
-            pyro.set_rng_seed(seed)
-        init_means, labels = kmeans(x, self.truncation, n_init=self.n_init, seed=seed)
-        if self.sigma is None:
-            sigma = default_sigma(x, init_means, labels)
-        else:
-            sigma = torch.tensor(float(self.sigma), dtype=x.dtype, device=x.device)
-        prior_mean = x.mean(0)
-        hyper = dict(alpha=self.alpha, prior_mean=prior_mean, prior_precision=self.prior_precision)
+        if self.random_state is not None:
+            pyro.set_rng_seed(self.random_state)
         if self.inference == "vmm":
-            fit = fit_vmm(x, init_means, labels, sigma=sigma, hard=self.assignment == "hard", max_iter=self.max_iter,
-                          tol=self.tol, prune_threshold=self.prune_threshold, verbose=self.verbose, **hyper)
-            means, sticks, trace, n_iter, converged = fit.means, fit.sticks, fit.objective_trace, fit.n_iter, fit.converged
-            scale = None
+            init_means, labels, self.sigma_, hyper = self._start(x, x)
+            sigma = self.sigma_
+            hard = self.assignment != "soft"
+            fit = fit_vmm(x, init_means, labels, sigma=sigma, hard=hard, max_iter=self.max_iter, tol=self.tol,
+                          prune_threshold=self.prune_threshold, verbose=self.verbose, **hyper)
+            means, sticks, scale, trace, seconds = fit.means, fit.sticks, None, fit.objective_trace, []
+            n_iter, converged = fit.n_iter, fit.converged
         else:
-            means, sticks, trace, n_iter, converged, scale = self._fit_vi(x, init_means, labels, sigma, hyper)
-        self.sigma_ = sigma
-        self.n_features_in_ = x.shape[1]
-        self._finalise(x, means, sticks, scale)
-        self.elbo_trace_, self.n_iter_, self.converged_ = [float(v) for v in trace], n_iter, bool(converged)
-        self.fit_seconds_ = time.perf_counter() - start
+            self._session = None
+            run = self._run_session(x, self.max_iter)
+            (means, sticks, scale), trace, seconds = self._session.estimates, run.elbo_trace, run.seconds
+            n_iter, converged = run.n_iter, run.converged
+        self._record(x, means, sticks, scale, trace, seconds, n_iter, converged, start)
         return self
 
-    def _fit_vi(self, x, init_means, labels, sigma, hyper):
-        k = init_means.shape[0]
-        order, sticks = sort_by_size(torch.bincount(labels, minlength=k).to(x.dtype), self.alpha)
-        init_means, init_sticks = init_means[order], sticks[:-1]
-        make_guide = guides.map_guide if self.guide == "map" else guides.mean_field_guide
-        pyro.clear_param_store()
-        run = run_svi(dp_gmm_model, make_guide(init_means, init_sticks), x,
-                      model_kwargs=dict(truncation=k, sigma=sigma, **hyper),
-                      optim=pyro.optim.Adam({"lr": self.learning_rate}), max_iter=self.max_iter,
-                      batch_size=self.batch_size, tol=self.tol, verbose=self.verbose)
-        means, sticks, scale = guides.point_estimates(self.guide)
-        return means, sticks, run.elbo_trace, run.n_iter, run.converged, scale
+    def partial_fit(self, X, y=None):
+        """One pass of minibatch steps over the batch X, resuming the last call; returns self."""
+        self._validate_params()
+        if self.inference not in STOCHASTIC:
+            raise ValueError(f"partial_fit needs a stochastic learner ({', '.join(STOCHASTIC)}), "
+                             f"not inference={self.inference!r}")
+        x = check_array(X, dtype=self._dtype, device=self._device_for(X),
+                        n_features=getattr(self, "n_features_in_", None))
+        start = time.perf_counter()
+        if getattr(self, "_session", None) is None and self.random_state is not None:
+            pyro.set_rng_seed(self.random_state)
+        batch = self._batch_size(x.shape[0])
+        run = self._run_session(x, -(-x.shape[0] // batch))
+        means, sticks, scale = self._session.estimates
+        previous = getattr(self, "elbo_trace_", [])
+        self._record(x, means, sticks, scale, previous + run.elbo_trace,
+                     getattr(self, "elbo_seconds_", []) + run.seconds, getattr(self, "n_iter_", 0) + run.n_iter,
+                     run.converged, start)
+        return self
+
+    def _start(self, x, sample):
+        """K-means on ``sample`` (seed 002 Algorithm 1, 3.iv), sigma and the prior's settings."""
+        init_means, labels = kmeans(sample, min(self.truncation, sample.shape[0]), n_init=self.n_init,
+                                    seed=self.random_state)
+        if self.sigma is None:
+            sigma = default_sigma(sample, init_means, labels)
+        else:
+            sigma = torch.tensor(float(self.sigma), dtype=x.dtype, device=x.device)
+        hyper = dict(alpha=self.alpha, prior_mean=x.mean(0), prior_precision=self.prior_precision)
+        return init_means, labels, sigma, hyper
+
+    def _hard_assignments(self) -> bool:
+        """The seeds' MAP assignments (seed 002 eq. (15), seed 004 eq. (20)) unless asked otherwise;
+        vi and natgrad-svi sum them out."""
+        if self.assignment is None:
+            return self.inference not in ("vi", "natgrad-svi")
+        if self.inference == "sga-fisher" and self.assignment == "soft":
+            # F collects r_nk^2 while g collects r_nk: diffuse clusters get steps of order 1 / r_nk
+            raise ValueError("assignment='soft' does not suit sga-fisher: its per-sample Fisher needs "
+                             "one-hot assignments (seed 002 eq. (15)); use assignment='hard' or None")
+        return self.assignment == "hard"
+
+    def _batch_size(self, n):
+        if self.batch_size is not None:
+            return min(self.batch_size, n)
+        return n if self.inference == "vi" else min(n, 1000)
+
+    def _run_session(self, x, max_iter):
+        batch = self._batch_size(x.shape[0])
+        if getattr(self, "_session", None) is None:
+            if self.inference == "vi":
+                sample = x
+            else:
+                size = min(x.shape[0], max(20 * self.truncation, batch))
+                sample = x[torch.randperm(x.shape[0], device=x.device)[:size]]
+            init_means, labels, sigma, hyper = self._start(x, sample)
+            counts = torch.bincount(labels, minlength=init_means.shape[0]).to(x.dtype) * (x.shape[0] / sample.shape[0])
+            order, _ = sort_by_size(counts, self.alpha)
+            self._session = StochasticSession(self.inference, init_means[order], counts[order], sigma=sigma,
+                                              guide=self.guide, hard=self._hard_assignments(),
+                                              learning_rate=self.learning_rate,
+                                              prune_threshold=self.prune_threshold, **hyper)
+            self.sigma_ = sigma
+        return self._session.run(x, max_iter=max_iter, batch_size=batch, tol=self.tol, verbose=self.verbose)
+
+    def _record(self, x, means, sticks, scale, trace, seconds, n_iter, converged, start):
+        self.n_features_in_ = x.shape[1]
+        self._finalise(x, means, sticks, scale)
+        self.elbo_trace_, self.elbo_seconds_ = [float(v) for v in trace], [float(v) for v in seconds]
+        self.n_iter_, self.converged_ = n_iter, bool(converged)
+        self.fit_seconds_ = time.perf_counter() - start
 
     def _finalise(self, x, means, sticks, scale):
         """Order clusters by weight and keep those that own a training sample (seed 004 V.D)."""

@@ -1,54 +1,133 @@
-"""The generic learner: ``pyro.infer.SVI`` over any model + guide, full batch or minibatches.
+"""The generic learner: SVI steps of any model + guide with any ``PyroOptim``, over minibatches.
 
-Assignments are summed out by ``TraceEnum_ELBO`` (the model marks them for enumeration), so a
-MAP guide turns this into gradient ascent on ln p(x, theta) with z marginalised. Minibatches are
-the model's ``subsample_size`` keyword, so Pyro scales the likelihood by N / M. Convergence is
-judged on the relative change of the mean bound between two successive windows of steps, which
-is robust to the noise of minibatch estimates.
+One step (the loop of ``pyro.infer.SVI.step``, written out so that nothing syncs with the host):
+
+1. draw a minibatch of indices and fix the model's data plate to it (``poutine.condition`` on
+   the plate's subsample site, named ``"data"`` in every zoo model), so Pyro scales the
+   likelihood by N / M and the learner knows which samples were drawn;
+2. scale model and guide by 1 / N, so -grad is the minibatch average of grad ln q (seed 002
+   eq. (10)): the g that the seed optimizers (``inference.optim``) step along;
+3. ``before_step(indices)``: a hook for what needs the same minibatch (the per-sample Fisher);
+4. the loss: ``"enum"`` sums the assignments out (``TraceEnum_ELBO``); ``"map"`` assigns each
+   sample its MAP cluster first (seed 002 eq. (15), ``infer_discrete`` at temperature 0) and
+   scores the model at those assignments; or any callable ``loss(model, guide, *args, **kwargs)``;
+5. backward, one optimizer step per parameter, gradients zeroed.
+
+Every ``window`` steps ``evaluate()`` scores the bound on a fixed evaluation minibatch (seed 004
+eq. (22)-(23)), then ``reorganise()`` may reorder and prune clusters (seed 004 V.D). The run has
+converged when the bound's relative change between two evaluations is at most ``tol``.
 """
 
+import time
 from dataclasses import dataclass, field
 
 import pyro
-from pyro.infer import SVI, TraceEnum_ELBO
+import torch
+from pyro import poutine
+from pyro.infer import Trace_ELBO, TraceEnum_ELBO, infer_discrete
+from pyro.infer.util import zero_grads
 from tqdm.auto import tqdm
+
+DATA_PLATE = "data"
 
 
 @dataclass
 class SVIRun:
-    elbo_trace: list[float] = field(default_factory=list)
+    elbo_trace: list[float] = field(default_factory=list)  # bound at each evaluation
+    seconds: list[float] = field(default_factory=list)  # wall time at each evaluation
     n_iter: int = 0
     converged: bool = False
+
+
+def map_assignment_loss(model, guide, *args, **kwargs):
+    """-(ln p(x, z_hat, theta) - ln q(theta)) with z_hat the MAP assignments given theta (eq. (15))."""
+    guide_trace = poutine.trace(guide).get_trace(*args, **kwargs)
+    with torch.no_grad():
+        decoder = infer_discrete(poutine.replay(model, trace=guide_trace), first_available_dim=-2, temperature=0)
+        decoded = poutine.trace(decoder).get_trace(*args, **kwargs)
+    assigned = {name: site["value"] for name, site in decoded.nodes.items()
+                if site["type"] == "sample" and site["infer"].get("enumerate")}
+    return Trace_ELBO().differentiable_loss(poutine.condition(model, data=assigned), guide, *args, **kwargs)
+
+
+def _loss_function(loss):
+    if callable(loss):
+        return loss
+    if loss == "enum":
+        return TraceEnum_ELBO(max_plate_nesting=1).differentiable_loss
+    if loss == "map":
+        return map_assignment_loss
+    raise ValueError(f"loss must be 'enum', 'map' or a callable, got {loss!r}")
+
+
+def minibatch_indices(n: int, size: int | None, device) -> torch.Tensor:
+    """``size`` indices drawn uniformly with replacement, or all of them when size >= n."""
+    if size is None or size >= n:
+        return torch.arange(n, device=device)
+    return torch.randint(0, n, (size,), device=device)
+
+
+def svi_step(model, guide, data, indices, *, loss_fn, optim, model_kwargs):
+    """Steps 1, 2, 4 and 5 of the module docstring; returns the (detached) loss tensor."""
+    scale = 1.0 / data.shape[0]
+    conditioned = poutine.scale(poutine.condition(model, data={DATA_PLATE: indices}), scale)
+    with poutine.trace(param_only=True) as params:
+        loss = loss_fn(conditioned, poutine.scale(guide, scale), data, subsample_size=indices.numel(), **model_kwargs)
+        loss.backward()
+    unconstrained = {site["value"].unconstrained() for site in params.trace.nodes.values()}
+    optim(unconstrained)
+    zero_grads(unconstrained)
+    return loss.detach()
 
 
 def run_svi(
     model,
     guide,
-    data,
+    data: torch.Tensor,
     *,
     model_kwargs: dict,
     optim: pyro.optim.PyroOptim,
-    loss=None,
+    loss="enum",
     max_iter: int = 1000,
     batch_size: int | None = None,
     tol: float = 1e-5,
-    window: int = 20,
+    window: int = 10,
+    evaluate=None,
+    before_step=None,
+    reorganise=None,
     verbose: bool = False,
 ) -> SVIRun:
-    """Run SVI until the windowed relative change of the bound is below ``tol``."""
-    svi = SVI(model, guide, optim, loss if loss is not None else TraceEnum_ELBO(max_plate_nesting=1))
-    run = SVIRun()
+    """Run steps until the bound's relative change per ``window`` steps is at most ``tol``.
+
+    ``evaluate()`` returns the bound (a scalar tensor); without it the mean minus-loss of the
+    last window is used. ``reorganise()`` runs after each evaluation.
+    """
+    loss_fn, run = _loss_function(loss), SVIRun()
+    start, recent = time.perf_counter(), []
     with tqdm(total=max_iter, disable=not verbose, desc="svi", unit="step") as bar:
         for step in range(max_iter):
-            run.elbo_trace.append(-svi.step(data, subsample_size=batch_size, **model_kwargs))
+            indices = minibatch_indices(data.shape[0], batch_size, data.device)
+            if before_step is not None:
+                before_step(indices)
+            recent.append(svi_step(model, guide, data, indices, loss_fn=loss_fn, optim=optim, model_kwargs=model_kwargs))
             run.n_iter = step + 1
-            bar.update(1)
-            if step % window == window - 1:
-                bar.set_postfix(elbo=f"{run.elbo_trace[-1]:.5g}")
-                if step >= 2 * window - 1:
-                    now = sum(run.elbo_trace[-window:]) / window
-                    before = sum(run.elbo_trace[-2 * window : -window]) / window
-                    if abs(now - before) <= tol * abs(before):
-                        run.converged = True
-                        break
+            if run.n_iter % window and run.n_iter != max_iter:
+                continue
+            bar.update(len(recent))
+            with torch.no_grad():
+                bound = evaluate() if evaluate is not None else -torch.stack(recent).mean() * data.shape[0]
+            recent = []
+            run.elbo_trace.append(float(bound))  # one host sync per window
+            if not torch.isfinite(bound):
+                raise FloatingPointError(f"the bound is {run.elbo_trace[-1]} after {run.n_iter} steps: the steps "
+                                         "diverged; lower the learning rate")
+            run.seconds.append(time.perf_counter() - start)
+            bar.set_postfix(elbo=f"{run.elbo_trace[-1]:.6g}")
+            if len(run.elbo_trace) > 1:
+                before = run.elbo_trace[-2]
+                if abs(run.elbo_trace[-1] - before) <= tol * abs(before):
+                    run.converged = True
+                    break
+            if reorganise is not None:
+                reorganise()
     return run

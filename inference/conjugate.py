@@ -1,0 +1,50 @@
+"""Closed-form mean-field VI of the spherical DP mixture, for natural-gradient SVI.
+
+The "SVI: DPM" baseline of seed 004 (Table I, section VII): the conjugate factors
+
+    q(v_k)  = Beta(c1_k, c0_k)                          k < K
+    q(mu_k) = N(m_k, tau_k^-1 I),  natural parameters (tau_k, w_k = tau_k m_k)
+
+and their coordinate-ascent optimum given responsibilities (Blei and Jordan's DP mixture VI,
+with the fixed variance sigma^2 of seed 002):
+
+    r_nk   propto exp(E ln pi_k + ln N(x_n | m_k, sigma^2 I) - D / (2 sigma^2 tau_k))
+    E ln pi_k = E ln v_k + sum_{l<k} E ln(1 - v_l),  E ln v = psi(c1) - psi(c1 + c0)
+    tau_k  = (lambda0 + N_k) / sigma^2,   w_k = (lambda0 m0 + S_k) / sigma^2
+    c1_k   = 1 + N_k,                     c0_k = a0 + sum_{j>k} N_j
+
+SVI (seed 004 eq. (10)) computes N_k = (N/M) sum_n r_nk and S_k = (N/M) sum_n r_nk x_n on a
+minibatch (the "immediate" estimate theta_hat) and moves theta to (1 - p_t) theta + p_t theta_hat.
+"""
+
+import torch
+
+from bnpzoo.ops import spherical_normal_log_density, tail_sums
+
+
+def expected_log_weights(c1: torch.Tensor, c0: torch.Tensor) -> torch.Tensor:
+    """E ln pi_k under Beta(c1, c0) sticks (K - 1 of them, the last stick is 1): a K-vector."""
+    total = torch.digamma(c1 + c0)
+    e_log_v, e_log_rest = torch.digamma(c1) - total, torch.digamma(c0) - total
+    before = torch.cat([e_log_rest.new_zeros(1), e_log_rest.cumsum(0)])
+    return torch.cat([e_log_v, e_log_v.new_zeros(1)]) + before
+
+
+def responsibilities(x, precision, weighted, c1, c0, sigma):
+    """r_nk of the module docstring, (M, K)."""
+    means = weighted / precision[:, None]
+    scores = spherical_normal_log_density(x, means, sigma) - x.shape[1] / (2 * sigma**2 * precision)
+    return torch.softmax(scores + expected_log_weights(c1, c0), 1)
+
+
+def natural_estimate(x, resp, *, n_total, sigma, alpha, prior_mean, prior_precision) -> dict:
+    """theta_hat from a minibatch: the optimum of every factor with counts scaled by N / M."""
+    scale = n_total / x.shape[0]
+    counts, sums = scale * resp.sum(0), scale * (resp.T @ x)
+    var = sigma**2
+    return {
+        "precision": (prior_precision + counts) / var,
+        "weighted": (prior_precision * prior_mean + sums) / var,
+        "c1": 1 + counts[:-1],
+        "c0": alpha + tail_sums(counts)[:-1],
+    }

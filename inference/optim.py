@@ -1,0 +1,210 @@
+"""The seed learners as ``torch.optim.Optimizer`` subclasses, each with a ``PyroOptim`` factory.
+
+Every rule is written as in the seeds, as *ascent* on the variational log-posterior ln q(theta)
+with g its minibatch-averaged gradient (seed 002 eq. (10)). Pyro minimises a loss, so the
+optimizers read g = -p.grad. The learner (``inference.svi``) scales the model and guide by 1/N,
+which makes -p.grad exactly that average.
+
+    SGA           E[theta] <- E[theta] + eta g                            seed 002 eq. (6), (11), (13)
+    SGAMomentum   gamma <- a gamma + eta g;  E[theta] <- E[theta] + gamma   seed 002 eq. (7)
+    SGAFisher     E[theta] <- E[theta] + eta g / F,                       seed 002 eq. (8), (9), (16)
+                  F = (1/M) sum_n (grad ln q_n)^2, per-sample squared gradients (diagonal Fisher)
+    SVMM          p_t = (tau + t)^-kappa                                  seed 004 eq. (11), (13), (14)
+                  W_t = (1 - p_t) W_{t-1} + p_t g_t;  F_t = (1 - p_t) F_{t-1} + p_t g_t^2
+                  direction "fisher":   E[theta] + eta W_t / sqrt(F_t)   (sVMM, case 3 of VI.C)
+                  direction "momentum": E[theta] + eta W_t               (mgrad, case 2)
+                  direction "gradient": E[theta] + eta g_t               (grad, case 1)
+    NaturalGradientSVI  theta <- (1 - p_t) theta + p_t theta_hat          seed 004 eq. (10), Table I
+
+How the PyroOptim contract is met (STYLE.md, known traps). PyroOptim builds one optimizer per
+parameter and hands it the *unconstrained* tensor with no closure:
+
+- every rule above is elementwise, so one optimizer per tensor is all it needs, and it acts on the
+  unconstrained coordinates (a stick is moved in logit space, by the chain rule's gradient);
+- the per-sample Fisher cannot be read off p.grad, which only holds the minibatch sum. The learner
+  computes it (vectorised, see ``inference.fisher``) on the same minibatch before the step and
+  posts it on a ``FisherBoard``; PyroOptim's per-parameter ``optim_args`` callable hands each
+  parameter's optimizer the board entry under that parameter's name;
+- natural-gradient SVI needs theta_hat - theta, not a gradient of the bound. The learner's loss
+  for it is the surrogate 1/2 |theta - stopgrad(theta_hat)|^2, whose gradient is theta - theta_hat,
+  so a plain step of size p_t is the convex combination above. The natural parameters are stored
+  unconstrained (a convex combination with p_t in (0, 1] keeps them in their domain);
+- pruning clusters changes parameter shapes; ``carry_state`` moves each optimizer and its
+  buffers to the new tensor, keeping the rows of the surviving clusters.
+"""
+
+import torch
+from pyro.optim import PyroOptim
+
+
+def _ascent(p: torch.Tensor) -> torch.Tensor:
+    return -p.grad  # g: the gradient of ln q, averaged over the minibatch
+
+
+def decaying_step(t: int, tau: float, kappa: float) -> float:
+    """p_t = (tau + t)^-kappa (seed 004 section IV.B), t = 1, 2, ..."""
+    return (tau + t) ** -kappa
+
+
+class SGA(torch.optim.Optimizer):
+    """Constant-step gradient ascent, seed 002 eq. (6)."""
+
+    def __init__(self, params, lr=0.1):
+        super().__init__(params, dict(lr=lr))
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is not None:
+                    p.add_(_ascent(p), alpha=group["lr"])
+
+
+class SGAMomentum(torch.optim.Optimizer):
+    """Gradient ascent with momentum, seed 002 eq. (7); momentum = 0 is SGA."""
+
+    def __init__(self, params, lr=0.1, momentum=0.9):
+        super().__init__(params, dict(lr=lr, momentum=momentum))
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                state = self.state[p]
+                if "velocity" not in state:
+                    # gamma of eq. (7): the smoothed ascent step
+                    state["velocity"] = torch.zeros_like(p)
+                gamma = state["velocity"].mul_(group["momentum"]).add_(_ascent(p), alpha=group["lr"])
+                p.add_(gamma)
+
+
+class FisherBoard(dict):
+    """Per-sample Fisher diagonals posted by the learner, keyed by parameter name."""
+
+    def entry(self, name: str):
+        return lambda: self[name]
+
+
+class SGAFisher(torch.optim.Optimizer):
+    """Gradient ascent preconditioned by the per-sample Fisher, seed 002 eq. (8), (9), (16).
+
+    ``fisher`` is a callable returning F for this parameter (same shape), the mean over the
+    minibatch of squared per-sample gradients; ``eps`` keeps the step finite where F = 0.
+    """
+
+    def __init__(self, params, lr=0.1, fisher=None, eps=1e-8):
+        if fisher is None:
+            raise ValueError("SGAFisher needs fisher=, a callable giving the per-sample Fisher diagonal")
+        super().__init__(params, dict(lr=lr, fisher=fisher, eps=eps))
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is not None:
+                    fisher = group["fisher"]()
+                    p.addcdiv_(_ascent(p), fisher + group["eps"], value=group["lr"])
+
+
+class SVMM(torch.optim.Optimizer):
+    """Stochastic VMM, seed 004 eq. (11), (13), (14), and its ablations (section VI.C)."""
+
+    DIRECTIONS = ("fisher", "momentum", "gradient")
+
+    def __init__(self, params, lr=0.05, tau=1.0, kappa=0.5, direction="fisher", eps=1e-8):
+        if direction not in self.DIRECTIONS:
+            raise ValueError(f"direction must be one of {self.DIRECTIONS}, got {direction!r}")
+        super().__init__(params, dict(lr=lr, tau=tau, kappa=kappa, direction=direction, eps=eps))
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                state = self.state[p]
+                if not state:
+                    state["t"] = 0
+                    # W_t: decaying-step average of the gradient, eq. (11)
+                    state["mean_gradient"] = torch.zeros_like(p)
+                    # F_t: decaying-step average of the squared gradient, eq. (13)
+                    state["mean_square"] = torch.zeros_like(p)
+                state["t"] += 1
+                rate = decaying_step(state["t"], group["tau"], group["kappa"])
+                g = _ascent(p)
+                w = state["mean_gradient"].lerp_(g, rate)
+                f = state["mean_square"].lerp_(g * g, rate)
+                if group["direction"] == "fisher":  # eq. (14)
+                    p.addcdiv_(w, f.sqrt().add_(group["eps"]), value=group["lr"])
+                elif group["direction"] == "momentum":
+                    p.add_(w, alpha=group["lr"])
+                else:
+                    p.add_(g, alpha=group["lr"])
+
+
+class NaturalGradientSVI(torch.optim.Optimizer):
+    """theta <- theta - p_t grad; under the surrogate loss (module docstring) this is
+    theta <- (1 - p_t) theta + p_t theta_hat, seed 004 eq. (10)."""
+
+    def __init__(self, params, tau=1.0, kappa=0.5):
+        super().__init__(params, dict(tau=tau, kappa=kappa))
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                state = self.state[p]
+                state["t"] = state.get("t", 0) + 1
+                p.sub_(p.grad, alpha=decaying_step(state["t"], group["tau"], group["kappa"]))
+
+
+# -- PyroOptim factories, by learner name ----------------------------------------------------------
+# ``lr_scale`` maps parameter names to a factor on ``lr`` (a unit for the step, see DPGMM); the
+# per-parameter ``optim_args`` callable of PyroOptim applies it.
+def _factory(optimizer, lr_scale=None, **args):
+    def per_parameter(name):
+        out = {key: value(name) if callable(value) else value for key, value in args.items()}
+        if lr_scale and "lr" in out:
+            out["lr"] *= lr_scale.get(name, 1.0)
+        return out
+
+    return PyroOptim(optimizer, per_parameter)
+
+
+def sga(lr=0.1, lr_scale=None):
+    return _factory(SGA, lr_scale, lr=lr)
+
+
+def sga_momentum(lr=0.1, momentum=0.9, lr_scale=None):
+    return _factory(SGAMomentum, lr_scale, lr=lr, momentum=momentum)
+
+
+def sga_fisher(board: FisherBoard, lr=0.1, eps=1e-8, lr_scale=None):
+    return _factory(SGAFisher, lr_scale, lr=lr, fisher=board.entry, eps=eps)
+
+
+def svmm(lr=0.05, tau=1.0, kappa=0.5, direction="fisher", lr_scale=None):
+    return _factory(SVMM, lr_scale, lr=lr, tau=tau, kappa=kappa, direction=direction)
+
+
+def natural_gradient_svi(tau=1.0, kappa=0.5):
+    return _factory(NaturalGradientSVI, None, tau=tau, kappa=kappa)
+
+
+def carry_state(pyro_optim: PyroOptim, old: torch.Tensor, new: torch.Tensor, rows: torch.Tensor) -> None:
+    """After pruning, let ``new`` (= old[rows] up to re-parametrisation) keep old's optimizer:
+    buffers shaped like ``old`` are indexed by ``rows`` along dim 0; counters are kept."""
+    optimizer = pyro_optim.optim_objs.pop(old, None)
+    clip = pyro_optim.grad_clip.pop(old, None)
+    if optimizer is None:
+        return
+    state = optimizer.state.pop(old, {})
+    optimizer.state[new] = {k: v[rows] if torch.is_tensor(v) and v.shape == old.shape else v
+                            for k, v in state.items()}
+    optimizer.param_groups[0]["params"] = [new]
+    pyro_optim.optim_objs[new] = optimizer
+    pyro_optim.grad_clip[new] = clip
