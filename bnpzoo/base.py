@@ -14,6 +14,7 @@ import torch
 from bnpzoo._validation import check_array, check_params
 
 FORMAT_VERSION = 1
+PREDICT_ROWS = 16384  # rows per block in predict_proba: the block's table stays in cache
 
 
 class MixtureEstimator:
@@ -66,13 +67,23 @@ class MixtureEstimator:
         return check_array(X, dtype=self.means_.dtype, device=self.means_.device, n_features=self.n_features_in_)
 
     # -- prediction ------------------------------------------------------------------------
+    def _logits(self, x):
+        """The log joint table up to a constant per row (enough for softmax and argmax); a
+        subclass may override it with a cheaper form."""
+        return self._log_joint_table(x)
+
     def predict_proba(self, X) -> np.ndarray:
         """Responsibilities p(z_n = k | x_n), (N, n_clusters_)."""
-        return torch.softmax(self._log_joint_table(self._input(X)), 1).cpu().numpy()
+        x = self._input(X)
+        out = torch.empty(x.shape[0], self.n_clusters_, dtype=x.dtype, device=x.device)
+        for start in range(0, x.shape[0], PREDICT_ROWS):
+            block = slice(start, start + PREDICT_ROWS)
+            out[block] = torch.softmax(self._logits(x[block]), 1)
+        return out.cpu().numpy()
 
     def predict(self, X) -> np.ndarray:
         """MAP cluster of each sample (seed 002 eq. (15))."""
-        return self._log_joint_table(self._input(X)).argmax(1).cpu().numpy()
+        return self._logits(self._input(X)).argmax(1).cpu().numpy()
 
     def fit_predict(self, X, y=None) -> np.ndarray:
         return self.fit(X).predict(X)

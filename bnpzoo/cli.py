@@ -136,7 +136,7 @@ def main(argv=None) -> int:
         if args.groups or args.test_data:
             raise UsageError("--groups and --test-data apply to grouped and topic models; none is installed yet")
         (cmd_fit if args.command == "fit" else cmd_compare)(args, extra)
-    except (ValueError, OSError) as err:
+    except (ValueError, OSError, FloatingPointError) as err:
         print(f"bnpzoo: error: {err}" if not isinstance(err, UsageError) else str(err), file=sys.stderr)
         return 2
     return 0

@@ -102,13 +102,16 @@ class StochasticSession:
         with z summed out; the same number for every learner, so their traces compare)."""
         means, sticks, _ = guides.point_estimates(self.kind)
         scores = assignment_scores(self.eval_batch, means, sticks, self.sigma)
-        self.eval_counts = torch.softmax(scores, 1).sum(0)
+        # owners under the MAP assignment (eq. (15)): a cluster that owns no evaluation sample is
+        # dead (soft counts never reach zero, and trailing clusters' sticks stay near 1 / j)
+        self.eval_counts = torch.bincount(scores.argmax(1), minlength=scores.shape[1]).to(scores.dtype)
         data_term = torch.logsumexp(scores, 1).sum() * (self.data.shape[0] / self.eval_batch.shape[0])
         return data_term + log_prior(means, sticks, sigma=self.sigma, alpha=self.alpha, n_clusters=self.n_clusters,
                                      **self.prior)
 
     def _reorganise(self):
-        """Seed 004 V.D: clusters reordered by their evaluation counts, dead ones dropped."""
+        """Seed 004 V.D: clusters reordered by their evaluation counts, empty ones and those whose
+        stick falls below the threshold dropped (as ``inference.vmm`` does)."""
         keep = reorder_and_prune(self.eval_counts, self.alpha, self.prune_threshold)
         if keep.numel() < 2:  # the model's stick plate needs K >= 2
             keep = torch.argsort(self.eval_counts, descending=True)[:2]

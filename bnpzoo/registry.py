@@ -3,7 +3,7 @@
 from dataclasses import dataclass
 
 from bnpzoo._validation import Interval, OneOf
-from bnpzoo.dp_gmm import DPGMM
+from bnpzoo.dp_gmm import DPGMM, INFERENCE as DP_GMM_LEARNERS
 
 # estimator parameters that the CLI sets through its common flags, not model options
 COMMON = {"truncation": "--truncation", "inference": "--inference", "max_iter": "--iters",
@@ -29,5 +29,5 @@ class Entry:
 
 
 MODELS = {
-    "dp-gmm": Entry(DPGMM, ("vmm", "vi")),
+    "dp-gmm": Entry(DPGMM, DP_GMM_LEARNERS),
 }

@@ -37,47 +37,47 @@ import torch
 from pyro.optim import PyroOptim
 
 
-def _ascent(p: torch.Tensor) -> torch.Tensor:
-    return -p.grad  # g: the gradient of ln q, averaged over the minibatch
-
-
 def decaying_step(t: int, tau: float, kappa: float) -> float:
     """p_t = (tau + t)^-kappa (seed 004 section IV.B), t = 1, 2, ..."""
     return (tau + t) ** -kappa
 
 
-class SGA(torch.optim.Optimizer):
-    """Constant-step gradient ascent, seed 002 eq. (6)."""
-
-    def __init__(self, params, lr=0.1):
-        super().__init__(params, dict(lr=lr))
+class ElementwiseAscent(torch.optim.Optimizer):
+    """Base: ``update(p, g, group, state)`` moves each parameter along g = -p.grad (the gradient
+    of ln q averaged over the minibatch); ``state`` is that parameter's buffers, created lazily."""
 
     @torch.no_grad()
     def step(self, closure=None):
         for group in self.param_groups:
             for p in group["params"]:
                 if p.grad is not None:
-                    p.add_(_ascent(p), alpha=group["lr"])
+                    self.update(p, -p.grad, group, self.state[p])
+
+    def update(self, p, g, group, state):
+        raise NotImplementedError
 
 
-class SGAMomentum(torch.optim.Optimizer):
+class SGA(ElementwiseAscent):
+    """Constant-step gradient ascent, seed 002 eq. (6)."""
+
+    def __init__(self, params, lr=0.1):
+        super().__init__(params, dict(lr=lr))
+
+    def update(self, p, g, group, state):
+        p.add_(g, alpha=group["lr"])
+
+
+class SGAMomentum(ElementwiseAscent):
     """Gradient ascent with momentum, seed 002 eq. (7); momentum = 0 is SGA."""
 
     def __init__(self, params, lr=0.1, momentum=0.9):
         super().__init__(params, dict(lr=lr, momentum=momentum))
 
-    @torch.no_grad()
-    def step(self, closure=None):
-        for group in self.param_groups:
-            for p in group["params"]:
-                if p.grad is None:
-                    continue
-                state = self.state[p]
-                if "velocity" not in state:
-                    # gamma of eq. (7): the smoothed ascent step
-                    state["velocity"] = torch.zeros_like(p)
-                gamma = state["velocity"].mul_(group["momentum"]).add_(_ascent(p), alpha=group["lr"])
-                p.add_(gamma)
+    def update(self, p, g, group, state):
+        if "velocity" not in state:
+            # gamma of eq. (7): the smoothed ascent step
+            state["velocity"] = torch.zeros_like(p)
+        p.add_(state["velocity"].mul_(group["momentum"]).add_(g, alpha=group["lr"]))
 
 
 class FisherBoard(dict):
@@ -87,11 +87,11 @@ class FisherBoard(dict):
         return lambda: self[name]
 
 
-class SGAFisher(torch.optim.Optimizer):
+class SGAFisher(ElementwiseAscent):
     """Gradient ascent preconditioned by the per-sample Fisher, seed 002 eq. (8), (9), (16).
 
-    ``fisher`` is a callable returning F for this parameter (same shape), the mean over the
-    minibatch of squared per-sample gradients; ``eps`` keeps the step finite where F = 0.
+    ``fisher`` is a callable returning F for this parameter (broadcastable to it), the mean over
+    the minibatch of squared per-sample gradients; ``eps`` keeps the step finite where F = 0.
     """
 
     def __init__(self, params, lr=0.1, fisher=None, eps=1e-8):
@@ -99,16 +99,11 @@ class SGAFisher(torch.optim.Optimizer):
             raise ValueError("SGAFisher needs fisher=, a callable giving the per-sample Fisher diagonal")
         super().__init__(params, dict(lr=lr, fisher=fisher, eps=eps))
 
-    @torch.no_grad()
-    def step(self, closure=None):
-        for group in self.param_groups:
-            for p in group["params"]:
-                if p.grad is not None:
-                    fisher = group["fisher"]()
-                    p.addcdiv_(_ascent(p), fisher + group["eps"], value=group["lr"])
+    def update(self, p, g, group, state):
+        p.addcdiv_(g, group["fisher"]() + group["eps"], value=group["lr"])
 
 
-class SVMM(torch.optim.Optimizer):
+class SVMM(ElementwiseAscent):
     """Stochastic VMM, seed 004 eq. (11), (13), (14), and its ablations (section VI.C)."""
 
     DIRECTIONS = ("fisher", "momentum", "gradient")
@@ -118,48 +113,35 @@ class SVMM(torch.optim.Optimizer):
             raise ValueError(f"direction must be one of {self.DIRECTIONS}, got {direction!r}")
         super().__init__(params, dict(lr=lr, tau=tau, kappa=kappa, direction=direction, eps=eps))
 
-    @torch.no_grad()
-    def step(self, closure=None):
-        for group in self.param_groups:
-            for p in group["params"]:
-                if p.grad is None:
-                    continue
-                state = self.state[p]
-                if not state:
-                    state["t"] = 0
-                    # W_t: decaying-step average of the gradient, eq. (11)
-                    state["mean_gradient"] = torch.zeros_like(p)
-                    # F_t: decaying-step average of the squared gradient, eq. (13)
-                    state["mean_square"] = torch.zeros_like(p)
-                state["t"] += 1
-                rate = decaying_step(state["t"], group["tau"], group["kappa"])
-                g = _ascent(p)
-                w = state["mean_gradient"].lerp_(g, rate)
-                f = state["mean_square"].lerp_(g * g, rate)
-                if group["direction"] == "fisher":  # eq. (14)
-                    p.addcdiv_(w, f.sqrt().add_(group["eps"]), value=group["lr"])
-                elif group["direction"] == "momentum":
-                    p.add_(w, alpha=group["lr"])
-                else:
-                    p.add_(g, alpha=group["lr"])
+    def update(self, p, g, group, state):
+        if not state:
+            state["t"] = 0
+            # W_t: decaying-step average of the gradient, eq. (11)
+            state["mean_gradient"] = torch.zeros_like(p)
+            # F_t: decaying-step average of the squared gradient, eq. (13)
+            state["mean_square"] = torch.zeros_like(p)
+        state["t"] += 1
+        rate = decaying_step(state["t"], group["tau"], group["kappa"])
+        w = state["mean_gradient"].lerp_(g, rate)
+        f = state["mean_square"].lerp_(g * g, rate)
+        if group["direction"] == "fisher":  # eq. (14)
+            p.addcdiv_(w, f.sqrt().add_(group["eps"]), value=group["lr"])
+        elif group["direction"] == "momentum":
+            p.add_(w, alpha=group["lr"])
+        else:
+            p.add_(g, alpha=group["lr"])
 
 
-class NaturalGradientSVI(torch.optim.Optimizer):
-    """theta <- theta - p_t grad; under the surrogate loss (module docstring) this is
-    theta <- (1 - p_t) theta + p_t theta_hat, seed 004 eq. (10)."""
+class NaturalGradientSVI(ElementwiseAscent):
+    """theta <- theta + p_t g; under the surrogate loss (module docstring) g = theta_hat - theta,
+    so this is theta <- (1 - p_t) theta + p_t theta_hat, seed 004 eq. (10)."""
 
     def __init__(self, params, tau=1.0, kappa=0.5):
         super().__init__(params, dict(tau=tau, kappa=kappa))
 
-    @torch.no_grad()
-    def step(self, closure=None):
-        for group in self.param_groups:
-            for p in group["params"]:
-                if p.grad is None:
-                    continue
-                state = self.state[p]
-                state["t"] = state.get("t", 0) + 1
-                p.sub_(p.grad, alpha=decaying_step(state["t"], group["tau"], group["kappa"]))
+    def update(self, p, g, group, state):
+        state["t"] = state.get("t", 0) + 1
+        p.add_(g, alpha=decaying_step(state["t"], group["tau"], group["kappa"]))
 
 
 # -- PyroOptim factories, by learner name ----------------------------------------------------------

@@ -1,0 +1,47 @@
+"""sga-fisher's per-sample Fisher: the closed form equals a Python loop of autograd calls."""
+
+import pytest
+import torch
+
+from bnpzoo.inference.fisher import spherical_mixture_fisher
+from bnpzoo.ops import spherical_normal_log_density, stick_breaking_log_weights
+
+
+def _per_sample_objective(x_n, mu, u, *, sigma, alpha, m0, lam0, n_total, assignment=None):
+    """l_n(theta) of inference.fisher: ln sum_k pi_k N(x_n | mu_k) (or the assigned term) plus
+    the prior's 1/N share, written directly with torch.distributions."""
+    v = torch.sigmoid(u)
+    scores = stick_breaking_log_weights(v) + spherical_normal_log_density(x_n[None], mu, sigma)[0]
+    data = torch.logsumexp(scores, 0) if assignment is None else scores[assignment]
+    prior_mu = torch.distributions.Normal(m0, sigma / lam0**0.5).log_prob(mu).sum()
+    prior_v = torch.distributions.Beta(1.0, alpha).log_prob(v).sum()
+    return data + (prior_mu + prior_v) / n_total
+
+
+@pytest.mark.parametrize("hard", [False, True])
+def test_closed_form_fisher_equals_a_loop_over_samples(hard):
+    gen = torch.Generator().manual_seed(0)
+    m, d, k = 7, 3, 4
+    x = torch.randn(m, d, generator=gen, dtype=torch.float64) * 2
+    mu = torch.randn(k, d, generator=gen, dtype=torch.float64)
+    u = torch.randn(k - 1, generator=gen, dtype=torch.float64)
+    hyper = dict(sigma=torch.tensor(1.3, dtype=torch.float64), alpha=1.7, m0=torch.full((d,), 0.2, dtype=torch.float64),
+                 lam0=5.0, n_total=50)
+    v = torch.sigmoid(u)
+    scores = stick_breaking_log_weights(v) + spherical_normal_log_density(x, mu, hyper["sigma"])
+    labels = scores.argmax(1)
+    resp = torch.nn.functional.one_hot(labels, k).double() if hard else torch.softmax(scores, 1)
+
+    squares_mu, squares_u = torch.zeros(k, d, dtype=torch.float64), torch.zeros(k - 1, dtype=torch.float64)
+    for n in range(m):  # the reference: one autograd call per sample
+        mu_n, u_n = mu.clone().requires_grad_(), u.clone().requires_grad_()
+        value = _per_sample_objective(x[n], mu_n, u_n, assignment=labels[n] if hard else None, **hyper)
+        g_mu, g_u = torch.autograd.grad(value, (mu_n, u_n))
+        squares_mu += g_mu**2
+        squares_u += g_u**2
+
+    f_mu, f_u = spherical_mixture_fisher(x, resp, mu, v, sigma=hyper["sigma"], alpha=hyper["alpha"],
+                                         prior_mean=hyper["m0"], prior_precision=hyper["lam0"],
+                                         n_total=hyper["n_total"])
+    assert torch.allclose(f_mu[:, 0], (squares_mu / m).mean(1), rtol=1e-5, atol=1e-12)
+    assert torch.allclose(f_u, squares_u / m, rtol=1e-5, atol=1e-12)

@@ -1,0 +1,111 @@
+"""The SVI learners of DPGMM: recovery, the MAP-assignment loss, pruning in the loop, streaming."""
+
+import numpy as np
+import pyro
+import pytest
+import torch
+from pyro import poutine
+from pyro.infer import SVI, TraceEnum_ELBO
+
+from bnpzoo import DPGMM
+from bnpzoo.dp_gmm_session import LEARNERS
+from bnpzoo.guides.dp_gmm import map_guide, select_clusters
+from bnpzoo.inference.fisher import spherical_mixture_fisher
+from bnpzoo.inference.optim import FisherBoard
+from bnpzoo.inference.svi import DATA_PLATE, map_assignment_loss
+from bnpzoo.inference.vmm import assign, assignment_scores, mean_gradient
+from bnpzoo.metrics import nmi
+from bnpzoo.models.dp_gmm import model
+from bnpzoo.ops import stick_breaking_log_weights
+
+SEED_LEARNERS = [name for name in LEARNERS if name != "vi"]
+
+
+@pytest.mark.parametrize("inference", SEED_LEARNERS)
+def test_every_learner_recovers_six_clusters_drawn_from_the_model(model_draw, inference):
+    X, z, _ = model_draw
+    est = DPGMM(truncation=20, inference=inference, batch_size=300, max_iter=400, random_state=0).fit(X)
+    assert est.n_clusters_ == 6
+    assert nmi(z, est.predict(X)) > 0.99
+    assert len(est.elbo_trace_) == len(est.elbo_seconds_) > 1
+    # pruned inside the loop (seed 004 V.D), not only at the end
+    assert est._session.model_kwargs["truncation"] < 20
+
+
+def _small_problem():
+    gen = torch.Generator().manual_seed(1)
+    x = torch.cat([torch.randn(40, 2, generator=gen) + c for c in (torch.tensor([6.0, 0]), torch.tensor([-6.0, 0]))])
+    means = torch.tensor([[5.0, 1.0], [-5.0, -1.0], [0.0, 3.0]])
+    sticks = torch.tensor([0.5, 0.6])
+    hyper = dict(truncation=3, sigma=torch.tensor(1.5), alpha=1.0, prior_mean=x.mean(0), prior_precision=4.0)
+    return x, means, sticks, hyper
+
+
+def test_map_assignment_loss_gives_the_gradient_of_seed_002_eq_12():
+    x, means, sticks, hyper = _small_problem()
+    guide = map_guide(means, sticks)
+    conditioned = poutine.condition(model, data={DATA_PLATE: torch.arange(x.shape[0])})
+    loss = map_assignment_loss(conditioned, guide, x, **hyper)
+    loss.backward()
+    grad = pyro.get_param_store()["mu_map"].unconstrained().grad
+    resp = assign(assignment_scores(x, means, sticks, hyper["sigma"]), hard=True)
+    expected = mean_gradient(x, resp, means, hyper["sigma"], hyper["prior_mean"], hyper["prior_precision"])
+    assert torch.allclose(-grad, expected, atol=1e-4)
+
+
+@pytest.mark.parametrize("inference", SEED_LEARNERS[:-1] + ["vi"])
+def test_each_optimizer_runs_under_pyro_svi_on_the_model(inference):
+    """pyro.infer.SVI itself (not our loop) with each learner's PyroOptim on models.dp_gmm."""
+    x, means, sticks, hyper = _small_problem()
+    board = FisherBoard()
+    pyro_optim = LEARNERS[inference].make_optim(0.05, None, board)
+    svi = SVI(poutine.scale(model, 1 / 80), poutine.scale(map_guide(means, sticks), 1 / 80), pyro_optim,
+              TraceEnum_ELBO(max_plate_nesting=1))
+    losses = []
+    for _ in range(30):
+        if "mu_map" in pyro.get_param_store():
+            mu, v = pyro.param("mu_map").detach(), pyro.param("v_map").detach()
+            resp = assign(assignment_scores(x, mu, v, hyper["sigma"]), hard=False)
+            f_mu, f_v = spherical_mixture_fisher(x, resp, mu, v, sigma=hyper["sigma"], alpha=1.0, n_total=80,
+                                                 prior_mean=hyper["prior_mean"], prior_precision=4.0)
+            board.update(mu_map=f_mu + 1e-3, v_map=f_v + 1e-3)
+        else:
+            board.update(mu_map=torch.ones(3, 1), v_map=torch.ones(2))
+        losses.append(svi.step(x, **hyper))
+    assert np.isfinite(losses).all() and losses[-1] < losses[0]
+
+
+def test_selecting_clusters_keeps_the_map_guides_weights():
+    _, means, sticks, _ = _small_problem()
+    guide = map_guide(means, sticks)
+    guide(None, truncation=3)
+    weights = stick_breaking_log_weights(sticks).exp()
+    moved = select_clusters("map", torch.tensor([2, 0]), sigma=1.0, alpha=1.0, prior_precision=4.0)
+    kept = stick_breaking_log_weights(pyro.param("v_map").detach()).exp()
+    assert torch.allclose(kept, weights[[2, 0]] / weights[[2, 0]].sum(), atol=1e-6)
+    assert torch.equal(pyro.param("mu_map").detach(), means[[2, 0]])
+    assert [rows.tolist() for _, _, rows in moved] == [[2, 0], [1]]
+
+
+def test_partial_fit_learns_from_a_stream(model_draw):
+    X, z, _ = model_draw
+    est = DPGMM(truncation=20, inference="svmm-mgrad", batch_size=100, random_state=0)
+    for _ in range(3):
+        for chunk in np.array_split(np.arange(len(X)), 4):
+            est.partial_fit(X[chunk])
+    assert est.n_clusters_ == 6 and nmi(z, est.predict(X)) > 0.99
+    assert est.n_iter_ == 3 * 4 * 3  # three steps of 100 per chunk of 300
+
+
+def test_partial_fit_checks_its_input(model_draw):
+    X = model_draw[0]
+    with pytest.raises(ValueError, match="stochastic learner"):
+        DPGMM(inference="vmm").partial_fit(X)
+    est = DPGMM(truncation=10, inference="sga", random_state=0).partial_fit(X[:200])
+    with pytest.raises(ValueError, match="features"):
+        est.partial_fit(X[:, :1])
+
+
+def test_fisher_needs_hard_assignments(model_draw):
+    with pytest.raises(ValueError, match="sga-fisher"):
+        DPGMM(inference="sga-fisher", assignment="soft").fit(model_draw[0])
