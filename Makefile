@@ -26,6 +26,7 @@ test-slow: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) benchmarks/bench_dp_gmm.py
+	$(PY) benchmarks/bench_stochastic.py
 
 notebooks: $(STAMP)
 	$(VENV)/bin/jupytext --to notebook tutorials/*.py

@@ -12,6 +12,7 @@ import numpy as np
 import torch
 
 from bnpzoo._validation import check_array, check_params
+from bnpzoo.ops import softmax_
 
 FORMAT_VERSION = 1
 PREDICT_ROWS = 16384  # rows per block in predict_proba: the block's table stays in cache
@@ -67,18 +68,20 @@ class MixtureEstimator:
         return check_array(X, dtype=self.means_.dtype, device=self.means_.device, n_features=self.n_features_in_)
 
     # -- prediction ------------------------------------------------------------------------
-    def _logits(self, x):
-        """The log joint table up to a constant per row (enough for softmax and argmax); a
-        subclass may override it with a cheaper form."""
-        return self._log_joint_table(x)
+    def _logits(self, x, out=None):
+        """The log joint table up to a constant per row (enough for softmax and argmax), written
+        into ``out`` when given; a subclass may override it with a cheaper form."""
+        table = self._log_joint_table(x)
+        return table if out is None else out.copy_(table)
 
     def predict_proba(self, X) -> np.ndarray:
-        """Responsibilities p(z_n = k | x_n), (N, n_clusters_)."""
+        """Responsibilities p(z_n = k | x_n), (N, n_clusters_), computed block by block in place
+        (each block's table stays in cache; no N x K temporaries besides the result)."""
         x = self._input(X)
         out = torch.empty(x.shape[0], self.n_clusters_, dtype=x.dtype, device=x.device)
         for start in range(0, x.shape[0], PREDICT_ROWS):
-            block = slice(start, start + PREDICT_ROWS)
-            out[block] = torch.softmax(self._logits(x[block]), 1)
+            block = out[start : start + PREDICT_ROWS]
+            softmax_(self._logits(x[start : start + PREDICT_ROWS], out=block))
         return out.cpu().numpy()
 
     def predict(self, X) -> np.ndarray:

@@ -227,12 +227,12 @@ class DPGMM(MixtureEstimator):
         self.stick_concentration_ = torch.stack([1 + self.counts_[:-1], self.alpha + tails[:-1]])
 
     # -- the fitted model ----------------------------------------------------------------------
-    def _logits(self, x):
+    def _logits(self, x, out=None):
         """ln pi_k - |mu_k|^2 / (2 sigma^2) + x_n . mu_k / sigma^2: the log joint less the row
-        constant -|x_n|^2 / (2 sigma^2) + ln-normaliser, in one fused matrix product (addmm)."""
+        constant -|x_n|^2 / (2 sigma^2) + ln-normaliser, one matrix product and one add."""
         var = self.sigma_**2
         bias = self.weights_.log() - (self.means_ * self.means_).sum(1) / (2 * var)
-        return torch.addmm(bias, x, self.means_.T / var)
+        return torch.mm(x, self.means_.T / var, out=out).add_(bias)
 
     def _log_joint_table(self, x):
         return self.weights_.log() + spherical_normal_log_density(x, self.means_, self.sigma_)

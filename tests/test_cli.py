@@ -32,6 +32,14 @@ def test_fit_on_a_csv_with_labels_and_model_options(tmp_path, capsys, model_draw
     assert record["truncation"] == 12 and record["nmi"] > 0.95
 
 
+def test_fit_with_a_stochastic_learner_and_its_options(capsys):
+    argv = ["fit", "dp-gmm", "--inference", "sga-fisher", "--data", "blobs:n=3000,d=4,k=5",  # labels built in
+            "--batch-size", "300", "--learning-rate", "0.2", "--iters", "200", "--json"]
+    assert main(argv) == 0
+    record = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert record["inference"] == "sga-fisher" and record["nmi"] > 0.95 and record["k_used"] == 5
+
+
 def test_compare_prints_a_table_and_writes_a_figure(tmp_path, capsys):
     assert main(["compare", "--data", "blobs:n=400,d=2,k=3", "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out

@@ -30,3 +30,13 @@ def test_default_sigma_takes_the_smaller_of_the_spread_and_the_within_cluster_sc
     y = x + centres[labels]
     assert abs(default_sigma(y, centres, labels).item() ** 2 - 27.0) < 1.5
     assert torch.isclose(default_sigma(10 * y, 10 * centres, labels), 10 * default_sigma(y, centres, labels))
+
+
+def test_in_place_softmax_matches_torch_and_keeps_extreme_rows_finite():
+    from bnpzoo.ops import softmax_
+
+    table = torch.tensor([[0.0, 1.0, 2.0], [1e4, -1e4, 0.0], [-500.0, -501.0, -900.0]])
+    expected = torch.softmax(table, 1)
+    result = softmax_(table.clone())
+    assert torch.allclose(result, expected, atol=1e-30)
+    assert torch.allclose(result.sum(1), torch.ones(3))
