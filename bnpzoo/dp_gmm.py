@@ -45,11 +45,18 @@ class DPGMM(MixtureEstimator):
         the seed learners, soft for vi and natgrad-svi. sga-fisher needs hard assignments.
     guide : "map" (Delta sites) or "mean-field" (Normal means, Beta sticks); vi only (the seed
         learners use the MAP guide, natgrad-svi the conjugate mean-field guide).
-    max_iter, tol : iteration cap and relative change of the bound that counts as converged.
+    max_iter, tol : iteration (SVI: step) cap and relative change of the bound that counts as
+        converged (SVI: between two evaluations, 10 steps apart).
     prune_threshold : clusters whose stick falls below it are dropped (seed 004 V.D).
     batch_size : minibatch size of the SVI learners (None: full batch for vi, min(N, 1000) for
         the seed learners).
-    learning_rate : the step eta of the SVI learner (None: its default, ``dp_gmm_session.LEARNERS``).
+    learning_rate : the step eta of the SVI learner (None: its default, ``dp_gmm_session.LEARNERS``:
+        Adam 0.05 for vi, 0.1 for sga-fisher as in seed 002, 0.01 for svmm). For sga, sga-momentum,
+        svmm-mgrad and svmm-grad, whose steps scale with the gradient, eta is in units of
+        sigma^2 K for the means and K for the logit sticks (K the initial truncation): g of a
+        cluster of weight pi_k is about pi_k (mean_k - mu_k) / sigma^2, so eta = 1 is a Newton
+        step for a cluster of weight 1 / K. svmm-grad is then the same rule as sga (seed 004's
+        case 1 is seed 002's constant-step ascent); they differ only in name.
     n_init : K-means restarts for the initialisation (seed 002 Algorithm 1, 3.iv). The seed
         learners run K-means on a random subset of min(N, max(20 K, batch size)) samples.
     device, dtype : where and in which precision to fit (default: the data's device, float32).
@@ -120,10 +127,9 @@ class DPGMM(MixtureEstimator):
             pyro.set_rng_seed(self.random_state)
         if self.inference == "vmm":
             init_means, labels, self.sigma_, hyper = self._start(x, x)
-            sigma = self.sigma_
-            hard = self.assignment != "soft"
-            fit = fit_vmm(x, init_means, labels, sigma=sigma, hard=hard, max_iter=self.max_iter, tol=self.tol,
-                          prune_threshold=self.prune_threshold, verbose=self.verbose, **hyper)
+            fit = fit_vmm(x, init_means, labels, sigma=self.sigma_, hard=self._hard_assignments(),
+                          max_iter=self.max_iter, tol=self.tol, prune_threshold=self.prune_threshold,
+                          verbose=self.verbose, **hyper)
             means, sticks, scale, trace, seconds = fit.means, fit.sticks, None, fit.objective_trace, []
             n_iter, converged = fit.n_iter, fit.converged
         else:
@@ -184,6 +190,9 @@ class DPGMM(MixtureEstimator):
     def _run_session(self, x, max_iter):
         batch = self._batch_size(x.shape[0])
         if getattr(self, "_session", None) is None:
+            if min(self.truncation, x.shape[0]) < 2:  # the model's stick plate has K - 1 entries
+                raise ValueError(f"the SVI learners need truncation >= 2 and at least 2 samples to start, got "
+                                 f"truncation={self.truncation} and {x.shape[0]} samples")
             if self.inference == "vi":
                 sample = x
             else:

@@ -73,7 +73,8 @@ class StochasticSession:
 
     # -- the hooks of run_svi ----------------------------------------------------------------
     def _before_step(self, indices):
-        self.batch = self.data[indices]
+        if self.fisher or self.kind == "natural":  # the rules that need the minibatch itself
+            self.batch = self.data[indices]
         if self.fisher:
             means, sticks, _ = guides.point_estimates("map")
             resp = assign(assignment_scores(self.batch, means, sticks, self.sigma), self.hard)

@@ -101,6 +101,10 @@ def test_partial_fit_checks_its_input(model_draw):
     X = model_draw[0]
     with pytest.raises(ValueError, match="stochastic learner"):
         DPGMM(inference="vmm").partial_fit(X)
+    with pytest.raises(ValueError, match="truncation >= 2"):
+        DPGMM(truncation=1, inference="sga").fit(X)
+    with pytest.raises(ValueError, match="at least 2 samples"):
+        DPGMM(inference="sga").partial_fit(X[:1])
     est = DPGMM(truncation=10, inference="sga", random_state=0).partial_fit(X[:200])
     with pytest.raises(ValueError, match="features"):
         est.partial_fit(X[:, :1])
