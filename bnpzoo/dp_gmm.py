@@ -67,7 +67,8 @@ class DPGMM(MixtureEstimator):
     ``n_clusters_`` (K'), ``sigma_``, ``elbo_trace_`` (the learner's objective per iteration),
     ``converged_``, ``n_iter_``, ``counts_`` (expected training samples per cluster),
     ``n_features_in_``, ``fit_seconds_``; for the SVI learners also ``elbo_seconds_`` (wall time
-    of each bound in ``elbo_trace_``, evaluated every 10 steps on a fixed minibatch).
+    since the start of the fit call, initialisation included, of each bound in ``elbo_trace_``,
+    evaluated every 10 steps on a fixed minibatch).
 
     ``partial_fit(X)`` (seed learners): one pass of minibatch steps over X, resuming the previous
     call's parameters and optimizer state; each batch stands in for the data set (N = len(X)).
@@ -134,7 +135,7 @@ class DPGMM(MixtureEstimator):
             n_iter, converged = fit.n_iter, fit.converged
         else:
             self._session = None
-            run = self._run_session(x, self.max_iter)
+            run = self._run_session(x, self.max_iter, start)
             (means, sticks, scale), trace, seconds = self._session.estimates, run.elbo_trace, run.seconds
             n_iter, converged = run.n_iter, run.converged
         self._record(x, means, sticks, scale, trace, seconds, n_iter, converged, start)
@@ -152,7 +153,7 @@ class DPGMM(MixtureEstimator):
         if getattr(self, "_session", None) is None and self.random_state is not None:
             pyro.set_rng_seed(self.random_state)
         batch = self._batch_size(x.shape[0])
-        run = self._run_session(x, -(-x.shape[0] // batch))
+        run = self._run_session(x, -(-x.shape[0] // batch), start)
         means, sticks, scale = self._session.estimates
         previous = getattr(self, "elbo_trace_", [])
         self._record(x, means, sticks, scale, previous + run.elbo_trace,
@@ -187,7 +188,7 @@ class DPGMM(MixtureEstimator):
             return min(self.batch_size, n)
         return n if self.inference == "vi" else min(n, 1000)
 
-    def _run_session(self, x, max_iter):
+    def _run_session(self, x, max_iter, clock_start):
         batch = self._batch_size(x.shape[0])
         if getattr(self, "_session", None) is None:
             if min(self.truncation, x.shape[0]) < 2:  # the model's stick plate has K - 1 entries
@@ -206,7 +207,8 @@ class DPGMM(MixtureEstimator):
                                               learning_rate=self.learning_rate,
                                               prune_threshold=self.prune_threshold, **hyper)
             self.sigma_ = sigma
-        return self._session.run(x, max_iter=max_iter, batch_size=batch, tol=self.tol, verbose=self.verbose)
+        return self._session.run(x, max_iter=max_iter, batch_size=batch, tol=self.tol, clock_start=clock_start,
+                                 verbose=self.verbose)
 
     def _record(self, x, means, sticks, scale, trace, seconds, n_iter, converged, start):
         self.n_features_in_ = x.shape[1]

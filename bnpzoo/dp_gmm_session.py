@@ -124,8 +124,9 @@ class StochasticSession:
         self.model_kwargs["truncation"] = keep.numel()
 
     # -- running -----------------------------------------------------------------------------
-    def run(self, x, *, max_iter, batch_size, tol, verbose=False, window=10):
-        """Steps on ``x`` (the data set, or the current batch of a stream)."""
+    def run(self, x, *, max_iter, batch_size, tol, clock_start=None, verbose=False, window=10):
+        """Steps on ``x`` (the data set, or the current batch of a stream); the bound's times count
+        from ``clock_start`` (``time.perf_counter()``; default: now)."""
         store = pyro.get_param_store()
         if self.store_state is None:
             store.clear()
@@ -138,7 +139,8 @@ class StochasticSession:
         reorganise = self._reorganise if self.kind in ("map", "natural") else None
         run = run_svi(dp_gmm_model, self.guide, x, model_kwargs=self.model_kwargs, optim=self.optim, loss=self.loss,
                       max_iter=max_iter, batch_size=batch_size, tol=tol, window=window, evaluate=self._evaluate,
-                      before_step=self._before_step, reorganise=reorganise, verbose=verbose)
+                      before_step=self._before_step, reorganise=reorganise, clock_start=clock_start,
+                      verbose=verbose)
         self.estimates = guides.point_estimates(self.kind)
         self.store_state = store.get_state()
         return run

@@ -95,15 +95,17 @@ def run_svi(
     evaluate=None,
     before_step=None,
     reorganise=None,
+    clock_start: float | None = None,
     verbose: bool = False,
 ) -> SVIRun:
     """Run steps until the bound's relative change per ``window`` steps is at most ``tol``.
 
     ``evaluate()`` returns the bound (a scalar tensor); without it the mean minus-loss of the
-    last window is used. ``reorganise()`` runs after each evaluation.
+    last window is used. ``reorganise()`` runs after each evaluation. ``run.seconds`` count from
+    ``clock_start`` (a ``time.perf_counter()`` value; default: this call).
     """
     loss_fn, run = _loss_function(loss), SVIRun()
-    start, recent = time.perf_counter(), []
+    start, recent = time.perf_counter() if clock_start is None else clock_start, []
     with tqdm(total=max_iter, disable=not verbose, desc="svi", unit="step") as bar:
         for step in range(max_iter):
             indices = minibatch_indices(data.shape[0], batch_size, data.device)
