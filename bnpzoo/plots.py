@@ -14,7 +14,8 @@ def comparison_figure(records: list, dataset, path) -> None:
     for name, r in zip(names, records):
         trace = np.asarray(r["_estimator"].elbo_trace_) / r["n"]
         axes[0].plot(np.arange(1, trace.size + 1), trace, label=name)
-    axes[0].set(xscale="log", xlabel="iteration", ylabel="objective per sample", title="learner's bound")
+    axes[0].set(xscale="log", xlabel="evaluation (vmm: iteration; SVI learners: every 10 steps)",
+                ylabel="objective per sample", title="learner's bound")
     axes[0].legend(fontsize=8)
 
     pos = np.arange(len(records))

@@ -47,7 +47,9 @@ def map_assignment_loss(model, guide, *args, **kwargs):
         decoded = poutine.trace(decoder).get_trace(*args, **kwargs)
     assigned = {name: site["value"] for name, site in decoded.nodes.items()
                 if site["type"] == "sample" and site["infer"].get("enumerate")}
-    return Trace_ELBO().differentiable_loss(poutine.condition(model, data=assigned), guide, *args, **kwargs)
+    # the guide replays its first draw, so z_hat and the scored theta are the same sample
+    return Trace_ELBO().differentiable_loss(poutine.condition(model, data=assigned),
+                                            poutine.replay(guide, trace=guide_trace), *args, **kwargs)
 
 
 def _loss_function(loss):

@@ -7,7 +7,7 @@ import torch
 from pyro.infer import TraceEnum_ELBO
 from pyro.poutine.util import site_is_subsample
 
-from bnpzoo.guides.dp_gmm import map_guide, mean_field_guide
+from bnpzoo.guides.dp_gmm import map_guide, mean_field_guide, natural_guide
 from bnpzoo.inference.sticks import stick_gradient, update_sticks
 from bnpzoo.inference.vmm import mean_gradient, update_means
 from bnpzoo.models.assigned import AssignedSphericalNormal
@@ -75,7 +75,12 @@ def test_model_generates_data_of_the_requested_shape():
     assert trace.nodes["z"]["value"].max() < 4
 
 
-@pytest.mark.parametrize("make_guide", [map_guide, mean_field_guide])
+def _natural(means, sticks):
+    counts = torch.linspace(20.0, 1.0, means.shape[0], dtype=means.dtype)
+    return natural_guide(means, counts, sigma=0.8, alpha=2.5, prior_mean=0.3, prior_precision=1.7)
+
+
+@pytest.mark.parametrize("make_guide", [map_guide, mean_field_guide, _natural])
 def test_guide_latent_sites_equal_the_models_non_enumerated_latent_sites(make_guide):
     x, mu, v, _ = _problem()
     guide = make_guide(mu.detach(), v.detach())
