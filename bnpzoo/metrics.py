@@ -2,10 +2,16 @@
 
     ACC = (1/N) sum_n delta(gt_n, map(mo_n))      map: the Hungarian one-to-one label map
     NMI = I(gt, mo) / max(H(gt), H(mo))
+
+and, for topic models, the held-out ``completion_perplexity`` (``bnpzoo.perplexity``).
 """
 
 import numpy as np
 from scipy.optimize import linear_sum_assignment
+
+from bnpzoo.perplexity import completion_perplexity
+
+__all__ = ["acc", "clusters_used", "completion_perplexity", "contingency", "nmi"]
 
 
 def _labels(a, name) -> np.ndarray:
