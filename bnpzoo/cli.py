@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 from bnpzoo import data as datasets
+from bnpzoo.corpus import Corpus, read_corpus
 from bnpzoo.metrics import acc, clusters_used, nmi
 from bnpzoo.registry import MODELS
 
@@ -29,9 +30,10 @@ class Parser(argparse.ArgumentParser):
 
 
 def _common(parser: Parser):
-    parser.add_argument("--data", required=True, help="digits, blobs[:n=..,d=..,k=..,seed=..], or a .csv/.npy path")
+    parser.add_argument("--data", required=True,
+                        help="digits, blobs[:n=..,d=..,k=..,seed=..], digits-bags, or a .csv/.npy/.txt path")
     parser.add_argument("--labels", help="file of integer labels, one a line, aligned with the rows")
-    parser.add_argument("--groups", help="file of integer groups (grouped models only)")
+    parser.add_argument("--groups", help="file of integer groups, one a line, aligned with the documents")
     parser.add_argument("--test-data", help="held-out corpus (topic models only)")
     parser.add_argument("--truncation", type=int, help="truncation level K")
     parser.add_argument("--iters", type=int, help="maximum iterations")
@@ -63,6 +65,18 @@ def _model_options(model: str, argv: list) -> dict:
     for flag, _, kwargs in MODELS[model].options():
         parser.add_argument(flag, **kwargs)
     return {k: v for k, v in vars(parser.parse_args(argv)).items() if v is not None}
+
+
+def _load(args):
+    """The data (checked in full, corpora included) and the held-out corpus, if any."""
+    dataset = datasets.load(args.data, labels=args.labels, groups=args.groups)
+    held_out = read_corpus(args.test_data) if args.test_data else None
+    if isinstance(dataset, Corpus) or held_out is not None:
+        raise UsageError(f"{dataset.name} is a corpus (or comes with --test-data), for the grouped topic model "
+                         "coupled-dp, which is not installed yet; the installed models fit numeric matrices")
+    if args.groups:
+        raise UsageError("--groups applies to grouped models (coupled-dp, not installed yet)")
+    return dataset
 
 
 def run_one(model: str, inference: str, dataset, args, options: dict) -> dict:
@@ -103,7 +117,7 @@ def _table(records: list) -> str:
 
 def cmd_fit(args, extra) -> None:
     options = _model_options(args.model, extra)
-    dataset = datasets.load(args.data, labels=args.labels)
+    dataset = _load(args)
     record = run_one(args.model, args.inference, dataset, args, options)
     if args.json:
         print(json.dumps(_public(record)))
@@ -114,7 +128,7 @@ def cmd_fit(args, extra) -> None:
 def cmd_compare(args, extra) -> None:
     if extra:
         raise UsageError(f"bnpzoo compare: unrecognized arguments: {' '.join(extra)}")
-    dataset = datasets.load(args.data, labels=args.labels)
+    dataset = _load(args)
     records = [run_one(model, learner, dataset, args, {}) for model, entry in MODELS.items() for learner in entry.learners]
     print(f"bnpzoo compare on {dataset.name}: n={dataset.X.shape[0]}, d={dataset.X.shape[1]}")
     print(_table(records))
@@ -133,8 +147,6 @@ def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     try:
         args, extra = build_parser().parse_known_args(argv)
-        if args.groups or args.test_data:
-            raise UsageError("--groups and --test-data apply to grouped and topic models; none is installed yet")
         (cmd_fit if args.command == "fit" else cmd_compare)(args, extra)
     except (ValueError, OSError, FloatingPointError) as err:
         print(f"bnpzoo: error: {err}" if not isinstance(err, UsageError) else str(err), file=sys.stderr)

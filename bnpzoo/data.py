@@ -5,6 +5,8 @@ Embedded:
     blobs[:n=..,d=..,k=..,seed=..,spread=..]
                             k isotropic Gaussian clusters in d dimensions, generated here:
                             centres ~ N(0, spread^2 I), unit within-cluster variance
+    digits-bags             a corpus: see ``bnpzoo.corpus`` (also .txt files, and count matrices
+                            given with groups)
 Labels come with the embedded sets; for files, from ``labels`` (one integer a line).
 """
 
@@ -12,6 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+
+from bnpzoo.corpus import Corpus, counts_to_corpus, digits_bags, read_corpus, read_integers
 
 BLOBS_DEFAULTS = {"n": 2000, "d": 2, "k": 6, "seed": 0, "spread": 10.0}
 
@@ -60,14 +64,7 @@ def _parse_blobs(spec: str) -> dict:
 
 def read_labels(path, n_rows: int) -> np.ndarray:
     """One integer a line, as many lines as the data has rows."""
-    text = Path(path).read_text().split()
-    try:
-        labels = np.array([int(tok) for tok in text], dtype=np.int64)
-    except ValueError as err:
-        raise ValueError(f"labels file {path}: every line must be an integer ({err})") from None
-    if labels.size != n_rows:
-        raise ValueError(f"labels file {path} has {labels.size} labels for {n_rows} rows")
-    return labels
+    return read_integers(path, n_rows, what="labels", of="rows")
 
 
 def load_file(path) -> np.ndarray:
@@ -108,8 +105,18 @@ def _read_csv(path: Path) -> np.ndarray:
     return np.array(rows)
 
 
-def load(spec: str, labels=None) -> Dataset:
-    """An embedded data set by name (``digits``, ``blobs[:...]``) or a .csv / .npy path."""
+def load(spec: str, labels=None, groups=None) -> Dataset | Corpus:
+    """An embedded data set by name (``digits``, ``blobs[:...]``) or a .csv / .npy path; or a
+    corpus (``bnpzoo.corpus``): ``digits-bags``, a .txt path, or a .csv / .npy count matrix given
+    with ``groups``."""
+    if spec == "digits-bags" or spec.endswith(".txt") or (groups is not None and spec.endswith((".csv", ".npy"))):
+        corpus = _load_corpus(spec)
+        n = len(corpus.docs)
+        if groups is not None:
+            corpus.groups = read_integers(groups, n, what="groups", of="documents", minimum=0)
+        if labels is not None:
+            corpus.labels = read_integers(labels, n, what="labels", of="documents")
+        return corpus
     if spec == "digits":
         data = digits()
     elif spec == "blobs" or spec.startswith("blobs:"):
@@ -117,7 +124,16 @@ def load(spec: str, labels=None) -> Dataset:
     elif spec.endswith((".csv", ".npy")):
         data = Dataset(Path(spec).name, load_file(spec))
     else:
-        raise ValueError(f"unknown data {spec!r}: use digits, blobs[:n=..,d=..,k=..,seed=..] or a .csv/.npy path")
+        raise ValueError(f"unknown data {spec!r}: use digits, blobs[:n=..,d=..,k=..,seed=..], digits-bags, "
+                         "or a .csv/.npy/.txt path")
     if labels is not None:
         data.labels = read_labels(labels, data.X.shape[0])
     return data
+
+
+def _load_corpus(spec: str) -> Corpus:
+    if spec == "digits-bags":
+        return digits_bags()
+    if spec.endswith(".txt"):
+        return read_corpus(spec)
+    return counts_to_corpus(load_file(spec), Path(spec).name)

@@ -44,3 +44,17 @@ def match_means(true, fitted):
     cost = np.linalg.norm(true[:, None] - fitted[None], axis=-1)
     rows, cols = linear_sum_assignment(cost)
     return cost[rows, cols].max()
+
+
+def load_written(tmp_path, name, content, **side_files):
+    """Write ``content`` to tmp_path/name and side files (``labels=``, ``groups=``: their text,
+    or None for none), then ``bnpzoo.data.load`` it."""
+    from bnpzoo import data
+
+    (tmp_path / name).write_text(content)
+    paths = {}
+    for key, text in side_files.items():
+        if text is not None:
+            paths[key] = tmp_path / f"{key}.txt"
+            paths[key].write_text(text)
+    return data.load(str(tmp_path / name), **paths)

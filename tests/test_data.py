@@ -2,6 +2,7 @@ import numpy as np
 import pytest
 
 from bnpzoo import data
+from conftest import load_written
 
 
 def test_digits_are_scaled_to_unit_interval(digits):
@@ -32,10 +33,5 @@ def test_csv_with_header_and_labels(tmp_path):
     ("", None, "empty"),
 ])
 def test_corrupt_files_name_the_problem(tmp_path, content, labels, message):
-    (tmp_path / "x.csv").write_text(content)
-    label_path = None
-    if labels is not None:
-        label_path = tmp_path / "y.txt"
-        label_path.write_text(labels)
     with pytest.raises(ValueError, match=message):
-        data.load(str(tmp_path / "x.csv"), labels=label_path)
+        load_written(tmp_path, "x.csv", content, labels=labels)

@@ -1,0 +1,92 @@
+"""Corpora: reading, checking, digits-bags; corrupt input exits 2 in the CLI."""
+
+import numpy as np
+import pytest
+
+from bnpzoo import data
+from bnpzoo.cli import main
+from bnpzoo.corpus import Corpus, counts_to_corpus, digits_bags, read_corpus
+from conftest import load_written
+
+
+def test_a_text_corpus_keeps_its_tokens_as_they_are(tmp_path):
+    (tmp_path / "c.txt").write_text("The cat, sat\nthe  cat\tsat sat\n")
+    (tmp_path / "g.txt").write_text("0\n3\n")
+    corpus = data.load(str(tmp_path / "c.txt"), groups=tmp_path / "g.txt")
+    assert corpus.docs == [["The", "cat,", "sat"], ["the", "cat", "sat", "sat"]]
+    assert corpus.groups.tolist() == [0, 3]
+    assert corpus.vocabulary() == ["The", "cat,", "sat", "the", "cat"]
+    docs, words = corpus.token_arrays(["sat", "cat"])
+    assert docs.tolist() == [0, 1, 1, 1] and words.tolist() == [0, 1, 0, 0]
+
+
+def test_digits_bags_count_pixel_intensities_and_group_by_class():
+    from sklearn.datasets import load_digits
+
+    bags, raw = digits_bags(), load_digits()
+    assert len(bags.docs) == 1797 and sorted(set(bags.groups.tolist())) == list(range(10))
+    assert len(bags.docs[5]) == int(raw.data[5].sum())
+    assert bags.docs[5].count("p13") == int(raw.data[5, 13])
+
+
+def test_a_count_matrix_with_groups_is_a_corpus(tmp_path):
+    np.save(tmp_path / "c.npy", np.array([[2, 0, 1], [0, 3, 0]]))
+    (tmp_path / "g.txt").write_text("1\n1\n")
+    corpus = data.load(str(tmp_path / "c.npy"), groups=tmp_path / "g.txt")
+    assert isinstance(corpus, Corpus) and corpus.docs == [["w0", "w0", "w2"], ["w1", "w1", "w1"]]
+
+
+@pytest.mark.parametrize("counts, message", [
+    ([[1, -2]], "row 1, column 2 is -2.0"),
+    ([[1, 2], [0.5, 1]], "row 2, column 1 is 0.5"),
+    ([[1, np.nan]], "non-negative integers"),
+    ([[0, 0], [1, 1]], "document \\(row\\) 1 has no tokens"),
+    ([1, 2], "documents x words"),
+])
+def test_bad_counts_are_named(counts, message):
+    with pytest.raises(ValueError, match=message):
+        counts_to_corpus(counts, "m.npy")
+
+
+@pytest.mark.parametrize("corpus, groups, message", [
+    ("a b\n\nc d\n", None, "line 2 is empty"),
+    ("", None, "is empty"),
+    ("a b\nc\n", "0\n", "1 groups for 2 documents"),
+    ("a b\nc\n", "0\nx\n", "line 2 is not an integer"),
+    ("a b\nc\n", "0\n-1\n", "line 2 is -1, below 0"),
+])
+def test_corrupt_corpora_name_the_problem(tmp_path, corpus, groups, message):
+    with pytest.raises(ValueError, match=message):
+        load_written(tmp_path, "c.txt", corpus, groups=groups)
+
+
+def test_a_corpus_that_is_not_utf8_is_named(tmp_path):
+    (tmp_path / "c.txt").write_bytes(b"caf\xe9 ok\n")
+    with pytest.raises(ValueError, match="not UTF-8"):
+        read_corpus(tmp_path / "c.txt")
+
+
+@pytest.mark.parametrize("files, message", [
+    ({"c.txt": "a b\n\n"}, "line 2 is empty"),
+    ({"c.txt": "a b\nc d\n", "g.txt": "0\n"}, "1 groups for 2 documents"),
+    ({"c.npy": np.array([[1.0, -1.0]]), "g.txt": "0\n"}, "non-negative integers"),
+])
+def test_corrupt_corpora_exit_2_in_the_cli(tmp_path, capsys, files, message):
+    for name, content in files.items():
+        if name.endswith(".npy"):
+            np.save(tmp_path / name, content)
+        else:
+            (tmp_path / name).write_text(content)
+    data_file = next(name for name in files if name.startswith("c."))
+    argv = ["fit", "dp-gmm", "--inference", "vmm", "--data", str(tmp_path / data_file)]
+    if "g.txt" in files:
+        argv += ["--groups", str(tmp_path / "g.txt")]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and message in err[0]
+
+
+def test_a_valid_corpus_is_refused_by_the_matrix_models_with_exit_2(tmp_path, capsys):
+    (tmp_path / "c.txt").write_text("a b\nc d\n")
+    assert main(["fit", "dp-gmm", "--inference", "vmm", "--data", str(tmp_path / "c.txt")]) == 2
+    assert "coupled-dp" in capsys.readouterr().err
