@@ -145,9 +145,11 @@ class NaturalGradientSVI(ElementwiseAscent):
 
 
 # -- PyroOptim factories, by learner name ----------------------------------------------------------
-# ``lr_scale`` maps parameter names to a factor on ``lr`` (a unit for the step, see DPGMM); the
-# per-parameter ``optim_args`` callable of PyroOptim applies it.
 def _factory(optimizer, lr_scale=None, **args):
+    """PyroOptim with per-parameter arguments: a callable among ``args`` is called with the
+    parameter's name (the Fisher board's entry), and ``lr_scale`` maps names to a factor on
+    ``lr`` (a unit for the step, see DPGMM)."""
+
     def per_parameter(name):
         out = {key: value(name) if callable(value) else value for key, value in args.items()}
         if lr_scale and "lr" in out:
