@@ -1,0 +1,94 @@
+"""The coupled latent-DP Gibbs sampler: each step keeps the joint distribution, and Geweke's
+joint-distribution test (successive-conditional against marginal-conditional) passes."""
+
+import numpy as np
+import pyro
+import pytest
+import torch
+
+from bnpzoo.inference import coupled_gibbs as gibbs
+from bnpzoo.models.coupled_dp import model
+
+GROUPS = torch.tensor([0, 0, 0, 0, 1, 1, 1, 1])
+Q = torch.tensor([[0.9, 0.4], [0.3, 0.8]], dtype=torch.float64)
+FAMILIES = {"categorical": dict(vocab_size=3), "gaussian": dict(dim=2, prior_shape=3.0, prior_rate=2.0)}
+
+
+def _draw(family, alpha=2.0):
+    """(state, data) drawn from the program itself."""
+    trace = pyro.poutine.trace(model).get_trace(None, groups=GROUPS, q=Q, atoms_per_source=2, alpha=alpha,
+                                                family=family, **FAMILIES[family])
+    return gibbs.state_from_trace(trace, family, alpha), trace.nodes["x"]["value"]
+
+
+def _problem(family, x):
+    extra = {k: v for k, v in FAMILIES[family].items() if k != "dim"}
+    return gibbs.Problem(x=x, groups=GROUPS, q=Q, atoms_per_source=2, family=family, alpha_fixed=True, **extra)
+
+
+def _regenerate(family, state):
+    """x ~ p(x | z, atoms): the data half of a successive-conditional step."""
+    if family == "categorical":
+        return torch.distributions.Categorical(state.params["phi"][state.z]).sample()
+    p = state.params
+    return p["mean"][state.z] + p["precision"][state.z].rsqrt() * torch.randn_like(p["mean"][state.z])
+
+
+def _statistics(family, state, x):
+    squash = lambda v: v / (1 + v.abs())  # noqa: E731  bounded, so means have finite variance
+    common = [state.coeffs[:, 0].mean(), state.inherit.mean(), (state.source == 0).double().mean(),
+              squash(state.weight).mean(), (state.z == 0).double().mean(),
+              (state.source[state.z] == 0).double().mean(), (state.z < 2).double().mean()]
+    if family == "categorical":
+        specific = [(x == 0).double().mean(), state.params["phi"][:, 0].mean()]
+    else:
+        specific = [squash(x[:, 0]).mean(), squash(state.params["mean"]).mean(),
+                    squash(state.params["precision"]).mean()]
+    return torch.stack(common + specific)
+
+
+@pytest.fixture(autouse=True)
+def _float64():
+    before = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    yield
+    torch.set_default_dtype(before)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("step", gibbs.STEPS[:-1], ids=lambda f: f.__name__)
+def test_each_step_keeps_the_joint_distribution(family, step):
+    """From exact draws of the joint, one step gives exact draws again: the paired change of
+    every statistic has mean zero (4 standard errors, as many comparisons are made here)."""
+    changes = []
+    for _ in range(1000):
+        state, x = _draw(family)
+        before = _statistics(family, state, x)
+        changes.append(_statistics(family, step(_problem(family, x), state), x) - before)
+    changes = torch.stack(changes).numpy()
+    moved = changes.std(0) > 0
+    z = changes.mean(0)[moved] / (changes.std(0)[moved] / np.sqrt(len(changes)))
+    assert moved.any() and np.abs(z).max() < 4, z
+
+
+def geweke_z_scores(family, draws=3000, batch=100):
+    """(marginal mean - successive mean) / standard error for every statistic; the successive
+    chain's error comes from batch means, which account for its autocorrelation."""
+    marginal = torch.stack([_statistics(family, *_draw(family)) for _ in range(draws)]).numpy()
+    state, x = _draw(family)
+    successive = []
+    for _ in range(draws):
+        state = gibbs.sweep(_problem(family, x), state)
+        x = _regenerate(family, state)
+        successive.append(_statistics(family, state, x))
+    successive = torch.stack(successive).numpy()
+    batches = successive.reshape(-1, batch, successive.shape[1]).mean(1)
+    error = np.sqrt(marginal.var(0) / draws + batches.var(0) / len(batches))
+    return (marginal.mean(0) - successive.mean(0)) / error
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("family", FAMILIES)
+def test_geweke_joint_distribution_test_passes(family):
+    z = geweke_z_scores(family, draws=20000, batch=1000)
+    assert np.abs(z).max() < 3, z
