@@ -17,10 +17,11 @@ checks with Geweke's joint-distribution test):
             c_{A}/Z ~ Dir(alpha q_A + n_tA), Z = sum_A c ~ Beta(sum_A alpha q, sum_{A^c} alpha q)
             and c_{A^c}/(1 - Z) ~ Dir(alpha q_{A^c}), independently.
     step 4  atom parameters phi_k from their conjugate posteriors (Dirichlet, or Normal-Gamma).
-    step 5  owners s_k (eq. (14)): for each atom in turn, every candidate source j is scored by
-            the prior of w_k under Gamma(alpha_j / L, 1), the inheritance prior
-            prod_t q_tj^{r_tk} (1 - q_tj)^{1 - r_tk} (seed 003's eq. (14)) and the labels'
-            likelihood prod_t p(z_t | s_k = j), which the truncated model adds to eq. (14).
+    step 5  owners s_k (eq. (14)), blocked with the atom's inheritance: for each atom in turn,
+            every candidate source j is scored by the prior of w_k under Gamma(alpha_j / L, 1)
+            and prod_t sum_{r in 0, 1} q_tj^r (1 - q_tj)^{1 - r} p(z_t | s_k = j, r_tk = r)
+            (seed 003's eq. (14) with the labels' likelihood, which the truncated model adds, and
+            r_.k summed out); then r_.k is drawn given the new owner as in step 2.
     step 6  weights w_k: p(z_t | w) has the normalisers W_ts^{-n_ts}; with auxiliaries
             V_ts ~ Gamma(n_ts, W_ts) (W^{-n} = int V^{n-1} e^{-V W} dV / Gamma(n)),
             w_k | V ~ Gamma(alpha_{s_k} / L + m_k, 1 + sum_t r_tk V_{t s_k}).
@@ -110,7 +111,7 @@ def _sample_dirichlet_masked(concentration, mask):
     """Dirichlet draws over the entries where ``mask`` is true, 0 elsewhere (rows with no true
     entry give zeros)."""
     safe = torch.where(mask, concentration, torch.ones_like(concentration))
-    g = torch.distributions.Gamma(safe, torch.ones_like(safe), validate_args=False).sample() * mask
+    g = _floored(torch.distributions.Gamma(safe, torch.ones_like(safe), validate_args=False).sample()) * mask
     total = g.sum(-1, keepdim=True)
     return g / torch.where(total > 0, total, torch.ones_like(total))
 
@@ -129,17 +130,19 @@ def update_inheritance(problem: Problem, state: GibbsState) -> GibbsState:  # st
     counts = label_counts(problem, state.z)
     inherit = state.inherit.clone()
     for atom in range(k):
+        candidates = inherit.expand(2, *inherit.shape).clone()
+        candidates[:, :, atom] = torch.tensor([[0.0], [1.0]], dtype=inherit.dtype)
+        ll = group_log_likelihood(counts, state.coeffs, candidates, state.weight, state.source, s)  # (2, T)
         q = problem.q[:, state.source[atom]]
-        scores = []
-        for value in (0.0, 1.0):
-            inherit[:, atom] = value
-            ll = group_log_likelihood(counts, state.coeffs, inherit, state.weight, state.source, s)
-            prior = (q if value else 1 - q).clamp_min(0).log()
-            scores.append(ll + prior)
-        keep_prob = torch.sigmoid(scores[1] - scores[0])
-        keep_prob = torch.where(torch.isnan(keep_prob), torch.zeros_like(keep_prob), keep_prob)
-        inherit[:, atom] = torch.bernoulli(keep_prob)
+        inherit[:, atom] = torch.bernoulli(_keep_probability(ll, q))
     return replace(state, inherit=inherit)
+
+
+def _keep_probability(ll, q):
+    """p(r = 1) from the groups' log-likelihoods (2, T) under r = 0, 1 and the prior q (T,)."""
+    scores = ll + torch.stack([(1 - q).log(), q.log()])
+    keep = torch.sigmoid(scores[1] - scores[0])
+    return torch.where(torch.isnan(keep), torch.zeros_like(keep), keep)
 
 
 def _active_sources(problem: Problem, inherit, weight, source):
@@ -163,11 +166,12 @@ def update_coefficients(problem: Problem, state: GibbsState) -> GibbsState:  # s
     b = _sample_dirichlet_masked(conc, outside)
     mass_in = torch.where(inside, conc, torch.zeros_like(conc)).sum(-1)
     mass_out = torch.where(outside, conc, torch.zeros_like(conc)).sum(-1)
-    g_in = torch.distributions.Gamma(mass_in.clamp_min(1e-300), 1.0, validate_args=False).sample()
+    g_in = _floored(torch.distributions.Gamma(mass_in.clamp_min(1e-300), 1.0, validate_args=False).sample())
     g_out = torch.where(mass_out > 0, torch.distributions.Gamma(mass_out.clamp_min(1e-300), 1.0, validate_args=False).sample(),
                         torch.zeros_like(mass_out))
     share = (g_in / (g_in + g_out))[:, None]
-    return replace(state, coeffs=share * a + (1 - share) * b)
+    coeffs = torch.where(problem.q > 0, _floored(share * a + (1 - share) * b), torch.zeros_like(a))
+    return replace(state, coeffs=coeffs / coeffs.sum(-1, keepdim=True))
 
 
 def update_atoms(problem: Problem, state: GibbsState) -> GibbsState:  # step 4
@@ -195,22 +199,28 @@ def update_atoms(problem: Problem, state: GibbsState) -> GibbsState:  # step 4
 
 
 def update_sources(problem: Problem, state: GibbsState) -> GibbsState:  # step 5
+    """Blocked: the owner s_k is drawn with atom k's inheritance r_.k summed out, then r_.k
+    given the new owner, so an atom can change source and inheritance pattern together."""
     _, s, k = problem.sizes
     counts = label_counts(problem, state.z)
-    source = state.source.clone()
+    source, inherit = state.source.clone(), state.inherit.clone()
     shape = state.alpha / problem.atoms_per_source
+    off_on = torch.tensor([[0.0], [1.0]], dtype=inherit.dtype)
     for atom in range(k):
-        r = state.inherit[:, atom]
-        scores = []
-        for j in range(s):
-            source[atom] = j
-            ll = group_log_likelihood(counts, state.coeffs, state.inherit, state.weight, source, s).sum()
-            q = problem.q[:, j]
-            inheritance = torch.where(r > 0, q, 1 - q).clamp_min(0).log().sum()
-            weight_prior = torch.distributions.Gamma(shape[j], 1.0, validate_args=False).log_prob(state.weight[atom])
-            scores.append(ll + inheritance + weight_prior)
-        source[atom] = torch.distributions.Categorical(logits=torch.stack(scores), validate_args=False).sample()
-    return replace(state, source=source)
+        sources = source.expand(s, 2, k).clone()
+        sources[:, :, atom] = torch.arange(s)[:, None]
+        candidates = inherit.expand(s, 2, *inherit.shape).clone()
+        candidates[:, :, :, atom] = off_on
+        ll = group_log_likelihood(counts, state.coeffs, candidates, state.weight, sources, s)  # (S, 2, T)
+        prior = torch.stack([(1 - problem.q).log(), problem.q.log()]).permute(2, 0, 1)  # (S, 2, T)
+        weight_prior = torch.distributions.Gamma(shape, 1.0, validate_args=False).log_prob(state.weight[atom])
+        scores = torch.logsumexp(ll + prior, 1).sum(-1) + weight_prior  # (S,)
+        if not torch.isfinite(scores).any():  # (a floored weight can leave every candidate at -inf)
+            continue
+        owner = torch.distributions.Categorical(logits=scores, validate_args=False).sample()
+        source[atom] = owner
+        inherit[:, atom] = torch.bernoulli(_keep_probability(ll[owner], problem.q[:, owner]))
+    return replace(state, source=source, inherit=inherit)
 
 
 def update_weights(problem: Problem, state: GibbsState) -> GibbsState:  # step 6
@@ -225,7 +235,15 @@ def update_weights(problem: Problem, state: GibbsState) -> GibbsState:  # step 6
                       torch.zeros_like(mass))
     rate = 1 + (effective * aux[:, state.source]).sum(0)
     shape = state.alpha[state.source] / problem.atoms_per_source + counts.sum(0)
-    return replace(state, weight=torch.distributions.Gamma(shape, rate, validate_args=False).sample())
+    weight = torch.distributions.Gamma(shape, rate, validate_args=False).sample()
+    return replace(state, weight=_floored(weight))
+
+
+def _floored(draws):
+    """Gamma draws with a small shape (alpha / L, alpha q_ts) underflow to exactly 0, where the
+    densities are infinite and a source's share vanishes; they are kept at the smallest normal
+    number instead (a change far below anything observable)."""
+    return draws.clamp_min(torch.finfo(draws.dtype).tiny)
 
 
 def alpha_log_density(problem: Problem, state: GibbsState, alpha: torch.Tensor) -> torch.Tensor:
@@ -269,10 +287,14 @@ def state_from_trace(trace, family: str, alpha=None) -> GibbsState:
     value = lambda name: trace.nodes[name]["value"]  # noqa: E731
     params = {"phi": value("phi")} if family == "categorical" else {"mean": value("mean"),
                                                                    "precision": value("precision")}
-    coeffs = value("coeffs").squeeze(-2)
+    q = trace.nodes["_INPUT"]["kwargs"]["q"] if "_INPUT" in trace.nodes else None
+    coeffs = _floored(value("coeffs").squeeze(-2))
+    if q is not None:
+        coeffs = torch.where(q > 0, coeffs, torch.zeros_like(coeffs))
+    coeffs = coeffs / coeffs.sum(-1, keepdim=True)
     if "alpha" in trace.nodes:
         alpha = value("alpha")
     else:
         alpha = torch.as_tensor(alpha, dtype=coeffs.dtype, device=coeffs.device).expand(coeffs.shape[-1]).clone()
-    return GibbsState(alpha=alpha, source=value("source"), weight=value("weight"), params=params,
+    return GibbsState(alpha=alpha, source=value("source"), weight=_floored(value("weight")), params=params,
                       coeffs=coeffs, inherit=value("inherit"), z=value("z"))

@@ -38,16 +38,19 @@ import torch
 
 
 def mixing_weights(coeffs, inherit, weights, source, num_sources):
-    """D_t's weights over the K atoms, (T, K): c_{t s_k} r_tk w_k / (W_{t s_k} Z_t), with the
-    fall-backs of the module docstring."""
-    owner = torch.nn.functional.one_hot(source, num_sources).to(weights.dtype)  # (K, S)
+    """D_t's weights over the K atoms, (..., T, K): c_{t s_k} r_tk w_k / (W_{t s_k} Z_t), with the
+    fall-backs of the module docstring. ``inherit`` (..., T, K) and ``source`` (..., K) may carry
+    leading batch dimensions (candidate states scored at once)."""
+    owner = torch.nn.functional.one_hot(source, num_sources).to(weights.dtype)  # (..., K, S)
     nothing = ~inherit.bool().any(-1, keepdim=True)
-    kept = torch.where(nothing, torch.ones_like(inherit), inherit) * weights  # r_tk w_k, (T, K)
-    mass = kept @ owner  # W_ts, (T, S)
+    kept = torch.where(nothing, torch.ones_like(inherit), inherit) * weights  # r_tk w_k, (..., T, K)
+    mass = kept @ owner  # W_ts, (..., T, S)
     active = coeffs * (mass > 0)
     share = active / active.sum(-1, keepdim=True)  # c_ts / Z_t on the active sources
-    per_unit = share / torch.where(mass > 0, mass, torch.ones_like(mass))  # c_ts / (W_ts Z_t)
-    return kept * (per_unit @ owner.T)
+    to_atoms = owner.transpose(-1, -2)
+    mass_of_owner = mass @ to_atoms  # W_{t s_k}, (..., T, K)
+    within = kept / torch.where(mass_of_owner > 0, mass_of_owner, torch.ones_like(mass_of_owner))  # in [0, 1]
+    return within * (share @ to_atoms)
 
 
 def model(

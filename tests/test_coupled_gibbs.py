@@ -92,3 +92,26 @@ def geweke_z_scores(family, draws=3000, batch=100):
 def test_geweke_joint_distribution_test_passes(family):
     z = geweke_z_scores(family, draws=20000, batch=1000)
     assert np.abs(z).max() < 3, z
+
+
+@pytest.mark.filterwarnings("ignore:num_chains=2 is more than available_cpu")
+def test_the_kernel_runs_under_pyro_mcmc_and_exports_to_arviz():
+    import arviz as az
+    from pyro.infer import MCMC
+
+    from bnpzoo.inference.coupled_kernel import CoupledGibbsKernel
+
+    _, x = _draw("categorical")
+    kwargs = dict(groups=GROUPS, q=Q, atoms_per_source=2, vocab_size=3, alpha=2.0)
+    kernel = CoupledGibbsKernel(_problem("categorical", x), kwargs)
+    mcmc = MCMC(kernel, num_samples=30, warmup_steps=10, num_chains=2, disable_progbar=True)
+    mcmc.run()
+    samples = mcmc.get_samples(group_by_chain=True)
+    assert samples["log_joint"].shape == (2, 30) and torch.isfinite(samples["log_joint"]).all()
+    assert samples["atoms_per_group"].shape == (2, 30, 2) and samples["atoms_per_source"].shape == (2, 30, 2)
+    # every observation sits on some atom: each group uses between 1 and its 4 observations' worth
+    assert ((samples["atoms_per_group"] >= 1) & (samples["atoms_per_group"] <= 4)).all()
+    assert len(kernel.chain_states) == 2
+    idata = az.from_pyro(mcmc)
+    assert idata.posterior["log_joint"].shape == (2, 30)
+    assert np.isfinite(float(az.rhat(idata, var_names=["log_joint"])["log_joint"]))

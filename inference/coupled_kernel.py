@@ -1,0 +1,97 @@
+"""``pyro.infer.MCMC`` over the coupled latent-DP Gibbs sampler (``inference.coupled_gibbs``).
+
+A thin ``MCMCKernel``: each ``sample`` call is one Gibbs sweep of the internal state, and what
+it returns are fixed-shape summaries, so that several chains stack, and R-hat, ESS and
+``arviz.from_pyro`` apply:
+
+    log_joint         ln p(x, every latent) of the truncated model (``models.coupled_dp``)
+    atoms_per_source  (S,) atoms holding at least one observation, by owning latent DP
+    atoms_per_group   (T,) atoms holding at least one observation of each group
+    alpha             (S,) the latent DPs' concentrations
+
+The full state of each chain's last sweep is kept in ``chain_states`` for prediction. Known
+traps of Pyro's MCMC (STYLE.md): ``transforms`` must exist, ``diagnostics`` must hold
+``divergences``, nothing calls ``end_warmup`` (the kernel counts its own steps), MCMC
+concatenates samples as floats, and ``arviz.from_pyro`` reads ``kernel.model``.
+"""
+
+import pyro
+import torch
+from pyro.infer.mcmc.mcmc_kernel import MCMCKernel
+
+from bnpzoo.inference import coupled_gibbs as gibbs
+from bnpzoo.models.coupled_dp import model as coupled_model
+
+
+def log_joint(problem: gibbs.Problem, state: gibbs.GibbsState, model_kwargs: dict) -> torch.Tensor:
+    """ln p(x, latents) by scoring the Pyro program at the state."""
+    values = {"source": state.source, "weight": state.weight, "coeffs": state.coeffs.unsqueeze(-2),
+              "inherit": state.inherit, "z": state.z, **state.params}
+    if not problem.alpha_fixed:
+        values["alpha"] = state.alpha
+    conditioned = pyro.condition(coupled_model, data=values)
+    trace = pyro.poutine.trace(conditioned).get_trace(problem.x, **model_kwargs)
+    return trace.log_prob_sum().detach()
+
+
+class CoupledGibbsKernel(MCMCKernel):
+    """``model_kwargs``: the keyword arguments of ``models.coupled_dp.model`` for this problem
+    (groups, q, atoms_per_source, family and its base-measure settings, alpha if fixed)."""
+
+    def __init__(self, problem: gibbs.Problem, model_kwargs: dict, *, init_sweeps: int = 1):
+        self.problem, self.model_kwargs, self.init_sweeps = problem, model_kwargs, init_sweeps
+        self.transforms = {}
+        self.model = None  # arviz.from_pyro reads it; None skips its observed-data group
+        self.chain_states = []
+        self.state = None
+        self._warmup_steps = self._t = 0
+
+    def _initial_state(self) -> gibbs.GibbsState:
+        """Latents from the prior (the program run without data), then labels for the data."""
+        trace = pyro.poutine.trace(coupled_model).get_trace(None, **self.model_kwargs)
+        state = gibbs.state_from_trace(trace, self.problem.family, self.model_kwargs.get("alpha"))
+        state = gibbs.update_labels(self.problem, state)
+        for _ in range(self.init_sweeps):
+            state = gibbs.sweep(self.problem, state)
+        return state
+
+    def summary(self, state: gibbs.GibbsState) -> dict:
+        t, s, k = self.problem.sizes
+        counts = gibbs.label_counts(self.problem, state.z)
+        used = (counts.sum(0) > 0).to(counts.dtype)
+        owner = torch.nn.functional.one_hot(state.source, s).to(counts.dtype)
+        return {"log_joint": log_joint(self.problem, state, self.model_kwargs),
+                "atoms_per_source": used @ owner, "atoms_per_group": (counts > 0).to(counts.dtype).sum(1),
+                "alpha": state.alpha.clone()}
+
+    def setup(self, warmup_steps, *args, **kwargs):
+        self._warmup_steps, self._t = warmup_steps, 0
+        self.state = self._initial_state()
+
+    @property
+    def initial_params(self):
+        return self.summary(self.state)
+
+    @initial_params.setter
+    def initial_params(self, params):
+        pass  # the sampler starts from its own prior draw (setup); summaries cannot seed it
+
+    def sample(self, params):
+        self.state = gibbs.sweep(self.problem, self.state)
+        self._t += 1
+        return self.summary(self.state)
+
+    @property
+    def warming_up(self) -> bool:
+        return self._t <= self._warmup_steps
+
+    def cleanup(self):
+        if self.state is not None:
+            self.chain_states.append(self.state)
+            self.state = None
+
+    def logging(self):
+        return {"phase": "warmup" if self.warming_up else "sample"}
+
+    def diagnostics(self):
+        return {"divergences": [], "sweeps": self._t}
