@@ -27,8 +27,6 @@ the others instead of having F = g^2 and a step 1 / g that grows without bound a
 ``tests/test_fisher.py`` checks both against a Python loop of autograd calls.
 """
 
-import torch
-
 from bnpzoo.ops import tail_sums
 
 
