@@ -36,7 +36,7 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from bnpzoo.models.coupled_dp import mixing_weights
+from bnpzoo.models.coupled_dp import inherited_mass, mixing_weights
 
 
 @dataclass
@@ -129,9 +129,10 @@ def update_inheritance(problem: Problem, state: GibbsState) -> GibbsState:  # st
     _, s, k = problem.sizes
     counts = label_counts(problem, state.z)
     inherit = state.inherit.clone()
+    off_on = torch.tensor([[0.0], [1.0]], dtype=inherit.dtype, device=inherit.device)
     for atom in range(k):
         candidates = inherit.expand(2, *inherit.shape).clone()
-        candidates[:, :, atom] = torch.tensor([[0.0], [1.0]], dtype=inherit.dtype)
+        candidates[:, :, atom] = off_on
         ll = group_log_likelihood(counts, state.coeffs, candidates, state.weight, state.source, s)  # (2, T)
         q = problem.q[:, state.source[atom]]
         inherit[:, atom] = torch.bernoulli(_keep_probability(ll, q))
@@ -145,20 +146,11 @@ def _keep_probability(ll, q):
     return torch.where(torch.isnan(keep), torch.zeros_like(keep), keep)
 
 
-def _active_sources(problem: Problem, inherit, weight, source):
-    _, s, _ = problem.sizes
-    owner = torch.nn.functional.one_hot(source, s).to(weight.dtype)
-    nothing = ~inherit.bool().any(-1, keepdim=True)
-    effective = torch.where(nothing, torch.ones_like(inherit), inherit)
-    return effective, (effective * weight) @ owner > 0  # (T, K), (T, S)
-
-
 def update_coefficients(problem: Problem, state: GibbsState) -> GibbsState:  # step 3
     _, s, _ = problem.sizes
-    counts = label_counts(problem, state.z)
-    owner = torch.nn.functional.one_hot(state.source, s).to(counts.dtype)
-    per_source = counts @ owner  # n_ts
-    _, active = _active_sources(problem, state.inherit, state.weight, state.source)
+    owner, _, mass = inherited_mass(state.inherit, state.weight, state.source, s)
+    per_source = label_counts(problem, state.z) @ owner  # n_ts
+    active = mass > 0
     support = problem.q > 0
     conc = state.alpha * problem.q
     inside, outside = active & support, ~active & support
@@ -205,14 +197,14 @@ def update_sources(problem: Problem, state: GibbsState) -> GibbsState:  # step 5
     counts = label_counts(problem, state.z)
     source, inherit = state.source.clone(), state.inherit.clone()
     shape = state.alpha / problem.atoms_per_source
-    off_on = torch.tensor([[0.0], [1.0]], dtype=inherit.dtype)
+    off_on = torch.tensor([[0.0], [1.0]], dtype=inherit.dtype, device=inherit.device)
+    prior = torch.stack([(1 - problem.q).log(), problem.q.log()]).permute(2, 0, 1)  # ln p(r | s = j), (S, 2, T)
     for atom in range(k):
         sources = source.expand(s, 2, k).clone()
-        sources[:, :, atom] = torch.arange(s)[:, None]
+        sources[:, :, atom] = torch.arange(s, device=source.device)[:, None]
         candidates = inherit.expand(s, 2, *inherit.shape).clone()
         candidates[:, :, :, atom] = off_on
         ll = group_log_likelihood(counts, state.coeffs, candidates, state.weight, sources, s)  # (S, 2, T)
-        prior = torch.stack([(1 - problem.q).log(), problem.q.log()]).permute(2, 0, 1)  # (S, 2, T)
         weight_prior = torch.distributions.Gamma(shape, 1.0, validate_args=False).log_prob(state.weight[atom])
         scores = torch.logsumexp(ll + prior, 1).sum(-1) + weight_prior  # (S,)
         if not torch.isfinite(scores).any():  # (a floored weight can leave every candidate at -inf)
@@ -226,10 +218,8 @@ def update_sources(problem: Problem, state: GibbsState) -> GibbsState:  # step 5
 def update_weights(problem: Problem, state: GibbsState) -> GibbsState:  # step 6
     _, s, _ = problem.sizes
     counts = label_counts(problem, state.z)
-    owner = torch.nn.functional.one_hot(state.source, s).to(counts.dtype)
-    effective, _ = _active_sources(problem, state.inherit, state.weight, state.source)
+    owner, effective, mass = inherited_mass(state.inherit, state.weight, state.source, s)  # W_ts
     per_source = counts @ owner  # n_ts
-    mass = (effective * state.weight) @ owner  # W_ts
     aux = torch.where(per_source > 0,
                       torch.distributions.Gamma(per_source.clamp_min(1.0), mass.clamp_min(1e-300), validate_args=False).sample(),
                       torch.zeros_like(mass))

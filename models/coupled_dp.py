@@ -37,18 +37,26 @@ import pyro.distributions as dist
 import torch
 
 
+def inherited_mass(inherit, weights, source, num_sources):
+    """(owner (..., K, S), effective inheritance r~ (..., T, K), W_ts (..., T, S)): the one-hot
+    owners, the inheritance after the fall-back (a group that inherits nothing takes every
+    atom), and the mass of each latent DP that each group inherits. Leading batch dimensions of
+    ``inherit`` and ``source`` (candidate states scored at once) carry through."""
+    owner = torch.nn.functional.one_hot(source, num_sources).to(weights.dtype)
+    nothing = ~inherit.bool().any(-1, keepdim=True)
+    effective = torch.where(nothing, torch.ones_like(inherit), inherit)
+    return owner, effective, (effective * weights) @ owner
+
+
 def mixing_weights(coeffs, inherit, weights, source, num_sources):
     """D_t's weights over the K atoms, (..., T, K): c_{t s_k} r_tk w_k / (W_{t s_k} Z_t), with the
-    fall-backs of the module docstring. ``inherit`` (..., T, K) and ``source`` (..., K) may carry
-    leading batch dimensions (candidate states scored at once)."""
-    owner = torch.nn.functional.one_hot(source, num_sources).to(weights.dtype)  # (..., K, S)
-    nothing = ~inherit.bool().any(-1, keepdim=True)
-    kept = torch.where(nothing, torch.ones_like(inherit), inherit) * weights  # r_tk w_k, (..., T, K)
-    mass = kept @ owner  # W_ts, (..., T, S)
+    fall-backs of the module docstring."""
+    owner, effective, mass = inherited_mass(inherit, weights, source, num_sources)
     active = coeffs * (mass > 0)
     share = active / active.sum(-1, keepdim=True)  # c_ts / Z_t on the active sources
     to_atoms = owner.transpose(-1, -2)
     mass_of_owner = mass @ to_atoms  # W_{t s_k}, (..., T, K)
+    kept = effective * weights
     within = kept / torch.where(mass_of_owner > 0, mass_of_owner, torch.ones_like(mass_of_owner))  # in [0, 1]
     return within * (share @ to_atoms)
 
