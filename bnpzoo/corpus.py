@@ -77,8 +77,9 @@ def read_integers(path, n: int, *, what: str, of: str, minimum: int | None = Non
     return np.asarray(values, dtype=np.int64)
 
 
-def counts_to_corpus(counts, name: str) -> Corpus:
-    """A documents x words count matrix as a corpus of tokens "w0", "w1", ..."""
+def counts_to_corpus(counts, name: str, token=lambda j: f"w{j}") -> Corpus:
+    """A documents x words count matrix as a corpus; column j is the token ``token(j)``
+    ("w0", "w1", ... by default)."""
     counts = np.asarray(counts, dtype=np.float64)
     if counts.ndim != 2 or 0 in counts.shape:
         raise ValueError(f"{name}: a count matrix must be a non-empty documents x words array, got shape {counts.shape}")
@@ -90,7 +91,8 @@ def counts_to_corpus(counts, name: str) -> Corpus:
     empty = np.flatnonzero(counts.sum(1) == 0)
     if empty.size:
         raise ValueError(f"{name}: document (row) {empty[0] + 1} has no tokens")
-    docs = [[f"w{j}" for j in np.repeat(np.arange(counts.shape[1]), row.astype(np.int64))] for row in counts]
+    names = [token(j) for j in range(counts.shape[1])]
+    docs = [[names[j] for j in np.repeat(np.arange(counts.shape[1]), row.astype(np.int64))] for row in counts]
     return Corpus(name, docs)
 
 
@@ -98,7 +100,6 @@ def digits_bags() -> Corpus:
     from sklearn.datasets import load_digits
 
     raw = load_digits()
-    bags = counts_to_corpus(raw.data, "digits-bags")
-    bags.docs = [[f"p{token[1:]:0>2}" for token in doc] for doc in bags.docs]
+    bags = counts_to_corpus(raw.data, "digits-bags", token=lambda j: f"p{j:02d}")
     bags.groups = bags.labels = raw.target.astype(np.int64)
     return bags

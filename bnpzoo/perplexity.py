@@ -13,6 +13,7 @@ The work is over distinct (document, word) pairs with their counts, never a D x 
 """
 
 import numpy as np
+from scipy import sparse
 
 
 def _topic_word(topic_word) -> np.ndarray:
@@ -59,12 +60,12 @@ def fold_in(phi: np.ndarray, doc_ids, word_ids, n_docs: int, *, smoothing=0.1, i
     theta = np.full((n_docs, k), 1.0 / k)
     d, w, c = _pairs(doc_ids, word_ids, phi.shape[1])
     phi_t = phi.T[w]  # (pairs, K)
+    # pairs -> documents as a sparse sum, built once (np.add.at in the loop is an unbuffered scatter)
+    to_docs = sparse.csr_matrix((np.ones(d.size), (d, np.arange(d.size))), shape=(n_docs, d.size))
     for _ in range(iterations):
         joint = theta[d] * phi_t
         resp = joint * (c / np.maximum(joint.sum(1), np.finfo(float).tiny))[:, None]
-        totals = np.zeros_like(theta)
-        np.add.at(totals, d, resp)
-        theta = smoothing + totals
+        theta = smoothing + to_docs @ resp
         theta /= theta.sum(1, keepdims=True)
     return theta
 
