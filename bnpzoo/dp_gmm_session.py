@@ -25,19 +25,18 @@ class Learner:
     guide: str  # "map", "natural", or "chosen" (the estimator's ``guide`` argument)
     learning_rate: float | None  # default step size (None: the rule has none)
     make_optim: callable  # (learning rate, per-parameter step unit, FisherBoard) -> PyroOptim
-    in_units: bool = False  # is the step in units of the Newton step of a weight-1/K cluster?
 
 
 LEARNERS = {
     "vi": Learner("chosen", 0.05, lambda lr, unit, board: pyro.optim.Adam({"lr": lr})),
-    "sga": Learner("map", 0.1, lambda lr, unit, board: seed_optim.sga(lr, lr_scale=unit), True),
-    "sga-momentum": Learner("map", 0.02, lambda lr, unit, board: seed_optim.sga_momentum(lr, lr_scale=unit), True),
+    "sga": Learner("map", 0.1, lambda lr, unit, board: seed_optim.sga(lr, lr_scale=unit)),
+    "sga-momentum": Learner("map", 0.02, lambda lr, unit, board: seed_optim.sga_momentum(lr, lr_scale=unit)),
     "sga-fisher": Learner("map", 0.1, lambda lr, unit, board: seed_optim.sga_fisher(board, lr)),
     "svmm": Learner("map", 0.01, lambda lr, unit, board: seed_optim.svmm(lr, direction="fisher")),
     "svmm-mgrad": Learner("map", 0.1, lambda lr, unit, board: seed_optim.svmm(lr, direction="momentum",
-                                                                              lr_scale=unit), True),
+                                                                              lr_scale=unit)),
     "svmm-grad": Learner("map", 0.1, lambda lr, unit, board: seed_optim.svmm(lr, direction="gradient",
-                                                                             lr_scale=unit), True),
+                                                                             lr_scale=unit)),
     "natgrad-svi": Learner("natural", None, lambda lr, unit, board: seed_optim.natural_gradient_svi()),
 }
 
@@ -56,9 +55,10 @@ class StochasticSession:
         self.model_kwargs = dict(truncation=self.n_clusters, sigma=sigma, alpha=alpha, **self.prior)
         self.board = seed_optim.FisherBoard()
         lr = learning_rate if learning_rate is not None else spec.learning_rate
-        # g of a cluster of weight pi_k is about pi_k (mean - mu_k) / sigma^2 for its mean and
-        # about pi_k for its logit stick: with eta in these units, eta = 1 is a Newton step at pi_k = 1/K
-        unit = {"mu_map": float(sigma**2) * self.n_clusters, "v_map": float(self.n_clusters)} if spec.in_units else None
+        # the step unit of the rules whose step scales with g (those whose factory uses it): g of a
+        # cluster of weight pi_k is about pi_k (mean - mu_k) / sigma^2 for its mean and about pi_k
+        # for its logit stick, so with eta in these units eta = 1 is a Newton step at pi_k = 1/K
+        unit = {"mu_map": float(sigma**2) * self.n_clusters, "v_map": float(self.n_clusters)}
         self.optim = spec.make_optim(lr, unit, self.board)
         self.fisher = learner == "sga-fisher"
         init_sticks = update_sticks(init_counts, alpha)
