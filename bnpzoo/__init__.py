@@ -1,7 +1,8 @@
 """bnpzoo: Bayesian nonparametric mixture models as Pyro programs, with their papers' learners."""
 
+from bnpzoo.coupled_dp import CoupledDP
 from bnpzoo.diagnostics import compare
 from bnpzoo.dp_gmm import DPGMM
 
 __version__ = "0.1.0"
-__all__ = ["DPGMM", "compare", "__version__"]
+__all__ = ["CoupledDP", "DPGMM", "compare", "__version__"]

@@ -1,7 +1,7 @@
 """``bnpzoo`` / ``python -m bnpzoo``: fit one model, or compare every model x learner on a data set.
 
-    bnpzoo fit MODEL --inference LEARNER --data DATA [--labels PATH] [--truncation K] [--iters N]
-                     [--batch-size M] [--seed S] [--device D] [model options] [--json]
+    bnpzoo fit MODEL --inference LEARNER --data DATA [--labels PATH] [--groups PATH] [--test-data PATH]
+                     [--truncation K] [--iters N] [--batch-size M] [--seed S] [--device D] [model options] [--json]
     bnpzoo compare --data DATA [--out DIR] [--json]
 
 Bad input or arguments: exit status 2 and one line on stderr, no traceback.
@@ -11,6 +11,8 @@ import argparse
 import json
 import sys
 from pathlib import Path
+
+import numpy as np
 
 from bnpzoo import data as datasets
 from bnpzoo.corpus import Corpus, read_corpus
@@ -67,28 +69,51 @@ def _model_options(model: str, argv: list) -> dict:
     return {k: v for k, v in vars(parser.parse_args(argv)).items() if v is not None}
 
 
-def _load(args):
+def _load(args, grouped: bool):
     """The data (checked in full, corpora included) and the held-out corpus, if any."""
     dataset = datasets.load(args.data, labels=args.labels, groups=args.groups)
     held_out = read_corpus(args.test_data) if args.test_data else None
-    if isinstance(dataset, Corpus) or held_out is not None:
-        raise UsageError(f"{dataset.name} is a corpus (or comes with --test-data), for the grouped topic model "
-                         "coupled-dp, which is not installed yet; the installed models fit numeric matrices")
-    if args.groups:
-        raise UsageError("--groups applies to grouped models (coupled-dp, not installed yet)")
-    return dataset
+    if grouped != isinstance(dataset, Corpus):
+        raise UsageError(f"{dataset.name} is a corpus, for the grouped topic model coupled-dp" if grouped is False
+                         else f"coupled-dp fits a grouped corpus (.txt with --groups, a count matrix with --groups, "
+                              f"or digits-bags), not {dataset.name}")
+    if grouped and dataset.groups is None:
+        raise UsageError(f"coupled-dp needs groups for {dataset.name}: give --groups, one integer per document")
+    if not grouped and held_out is not None:
+        raise UsageError("--test-data (a held-out corpus) applies to the topic model coupled-dp")
+    return dataset, held_out
 
 
-def run_one(model: str, inference: str, dataset, args, options: dict) -> dict:
-    """Fit and score one model x learner; returns the JSON record of DESIGN.md."""
+def _estimator(model: str, inference: str, args, options: dict):
     entry = MODELS[model]
     if inference not in entry.learners:
         raise UsageError(f"--inference {inference!r} does not apply to {model}: use one of {', '.join(entry.learners)}")
     params = dict(options, inference=inference, random_state=args.seed, verbose=args.verbose)
+    accepted = entry.estimator._param_names()
     for flag, name in (("truncation", "truncation"), ("iters", "max_iter"), ("batch_size", "batch_size"), ("device", "device")):
         if getattr(args, flag) is not None:
+            if name not in accepted:
+                raise UsageError(f"--{flag.replace('_', '-')} does not apply to {model}")
             params[name] = getattr(args, flag)
-    est = entry.estimator(**params).fit(dataset.X)
+    return entry.estimator(**params)
+
+
+def run_grouped(model: str, inference: str, corpus, held_out, args, options: dict) -> dict:
+    """Fit a grouped topic model; its JSON record, with perplexity on the held-out corpus."""
+    est = _estimator(model, inference, args, options).fit(corpus)
+    return {
+        "model": model, "inference": inference, "data": corpus.name, "n": est.n_tokens_, "d": est.n_features_in_,
+        "truncation": est.truncation, "k_used": est.n_clusters_, "nmi": None, "acc": None,
+        "perplexity": None if held_out is None else round(est.perplexity(held_out), 2),
+        "seconds": round(est.fit_seconds_, 4), "iterations": est.n_iter_, "elbo": None,
+        "log_joint": float(est.samples_["log_joint"][:, -1].max()), "rhat": round(est.rhat_, 4) if np.isfinite(est.rhat_) else None,
+        "tokens_per_second": round(est.tokens_per_second_), "device": "cpu", "_estimator": est,
+    }
+
+
+def run_one(model: str, inference: str, dataset, args, options: dict) -> dict:
+    """Fit and score one model x learner; returns the JSON record of DESIGN.md."""
+    est = _estimator(model, inference, args, options).fit(dataset.X)
     pred = est.predict(dataset.X)
     labels = dataset.labels
     return {
@@ -117,8 +142,10 @@ def _table(records: list) -> str:
 
 def cmd_fit(args, extra) -> None:
     options = _model_options(args.model, extra)
-    dataset = _load(args)
-    record = run_one(args.model, args.inference, dataset, args, options)
+    grouped = MODELS[args.model].grouped
+    dataset, held_out = _load(args, grouped)
+    record = (run_grouped(args.model, args.inference, dataset, held_out, args, options) if grouped
+              else run_one(args.model, args.inference, dataset, args, options))
     if args.json:
         print(json.dumps(_public(record)))
     else:
@@ -128,8 +155,9 @@ def cmd_fit(args, extra) -> None:
 def cmd_compare(args, extra) -> None:
     if extra:
         raise UsageError(f"bnpzoo compare: unrecognized arguments: {' '.join(extra)}")
-    dataset = _load(args)
-    records = [run_one(model, learner, dataset, args, {}) for model, entry in MODELS.items() for learner in entry.learners]
+    dataset, _ = _load(args, grouped=False)
+    records = [run_one(model, learner, dataset, args, {}) for model, entry in MODELS.items() if not entry.grouped
+               for learner in entry.learners]
     print(f"bnpzoo compare on {dataset.name}: n={dataset.X.shape[0]}, d={dataset.X.shape[1]}")
     print(_table(records))
     from bnpzoo.plots import comparison_figure

@@ -3,6 +3,7 @@
 from dataclasses import dataclass
 
 from bnpzoo._validation import Interval, OneOf
+from bnpzoo.coupled_dp import INFERENCE as COUPLED_DP_LEARNERS, CoupledDP
 from bnpzoo.dp_gmm import DPGMM, INFERENCE as DP_GMM_LEARNERS
 
 # estimator parameters that the CLI sets through its common flags, not model options
@@ -14,6 +15,7 @@ COMMON = {"truncation": "--truncation", "inference": "--inference", "max_iter": 
 class Entry:
     estimator: type
     learners: tuple
+    grouped: bool = False  # fits a grouped corpus (fit(corpus)), not a numeric matrix
 
     def options(self):
         """(flag, parameter, argparse kwargs) for every model option of the estimator."""
@@ -30,4 +32,5 @@ class Entry:
 
 MODELS = {
     "dp-gmm": Entry(DPGMM, DP_GMM_LEARNERS),
+    "coupled-dp": Entry(CoupledDP, COUPLED_DP_LEARNERS, grouped=True),
 }

@@ -1,13 +1,16 @@
 """Blocked Gibbs sampler for the truncated coupled latent-DP model (``models.coupled_dp``), after
-seed 003 section 4: pure ``init`` / ``sweep`` functions in torch over a ``GibbsState``.
+seed 003 section 4: pure step functions over a ``GibbsState``; the two sequential loops run
+compiled (``inference.coupled_numba``), the rest is vectorised torch.
 
 One sweep, every step an exact draw from its full conditional in the truncated model (so the
 sampler's stationary law is that model's posterior, which ``tests/test_coupled_gibbs.py``
 checks with Geweke's joint-distribution test):
 
-    step 1  labels z_ti (eq. (10)-(11)): given the weights and inheritance, tokens are
-            independent, p(z_ti = k) propto D_t(k) f(x_ti; phi_k): one (N, K) table, one draw per
-            token. Choosing the source u_ti is implicit: u_ti = s_{z_ti}.
+    step 1  labels z_ti (eq. (10)-(11)). Words: the topics phi are collapsed (Dirichlet(beta)
+            integrated out) and tokens are redrawn one at a time, p(z_ti = k) propto D_t(k)
+            (n_kw + beta) / (n_k + V beta) without token ti. Gaussian: given the weights,
+            inheritance and atoms, tokens are independent: one (N, K) table, one draw per token.
+            Choosing the source u_ti is implicit: u_ti = s_{z_ti}.
     step 2  inheritance r_tk (eq. (12)): for each atom k in turn and every group at once, the
             odds q_{t s_k} p(z_t | r_tk = 1) : (1 - q_{t s_k}) p(z_t | r_tk = 0), with p(z_t | r_t)
             = prod_k D_t(k)^{m_tk}: an atom that holds a token of group t is kept for sure, an
@@ -16,7 +19,8 @@ checks with Geweke's joint-distribution test):
             (W_ts > 0), renormalised, meets the data; by the Dirichlet's aggregation property
             c_{A}/Z ~ Dir(alpha q_A + n_tA), Z = sum_A c ~ Beta(sum_A alpha q, sum_{A^c} alpha q)
             and c_{A^c}/(1 - Z) ~ Dir(alpha q_{A^c}), independently.
-    step 4  atom parameters phi_k from their conjugate posteriors (Dirichlet, or Normal-Gamma).
+    step 4  atom parameters phi_k from their conjugate posteriors (Gaussian: Normal-Gamma; words
+            need none, their topics are collapsed).
     step 5  owners s_k (eq. (14)), blocked with the atom's inheritance: for each atom in turn,
             every candidate source j is scored by the prior of w_k under Gamma(alpha_j / L, 1)
             and prod_t sum_{r in 0, 1} q_tj^r (1 - q_tj)^{1 - r} p(z_t | s_k = j, r_tk = r)
@@ -25,17 +29,21 @@ checks with Geweke's joint-distribution test):
     step 6  weights w_k: p(z_t | w) has the normalisers W_ts^{-n_ts}; with auxiliaries
             V_ts ~ Gamma(n_ts, W_ts) (W^{-n} = int V^{n-1} e^{-V W} dV / Gamma(n)),
             w_k | V ~ Gamma(alpha_{s_k} / L + m_k, 1 + sum_t r_tk V_{t s_k}).
-    step 7  concentrations alpha_s under Gamma(0.1, 0.1) (section 5.1): a random-walk Metropolis
+    step 7  concentrations alpha_s under Gamma(0.1, 0.1) (section 5.1, or another Gamma): a random-walk Metropolis
             step on ln alpha_s, one source at a time (the Dirichlet of c_t couples them).
 
 Sources with q_ts = 0 are never inherited by group t; c_ts is then 0 and the Dirichlet densities
-run over the sources with q_ts > 0.
+run over the sources with q_ts > 0. Steps 1 (words), 2 and 5 run on the CPU; the others run
+where the data lie.
 """
 
 from dataclasses import dataclass, replace
 
+import numpy as np
 import torch
+from scipy.special import gammaln
 
+from bnpzoo.inference import coupled_numba
 from bnpzoo.models.coupled_dp import inherited_mass, mixing_weights
 
 
@@ -44,7 +52,7 @@ class GibbsState:
     alpha: torch.Tensor  # (S,)
     source: torch.Tensor  # (K,) long
     weight: torch.Tensor  # (K,)
-    params: dict  # {"phi": (K, V)} or {"mean": (K, D), "precision": (K, D)}
+    params: dict  # {} (words: topics collapsed) or {"mean": (K, D), "precision": (K, D)}
     coeffs: torch.Tensor  # (T, S)
     inherit: torch.Tensor  # (T, K) in {0, 1}
     z: torch.Tensor  # (N,) long
@@ -66,6 +74,7 @@ class Problem:
     prior_shape: float = 1.0
     prior_rate: float = 1.0
     alpha_fixed: bool = False
+    alpha_prior: tuple = (0.1, 0.1)  # Gamma(shape, rate) of each alpha_s
     alpha_step: float = 0.5
 
     @property
@@ -82,29 +91,12 @@ def label_counts(problem: Problem, z: torch.Tensor) -> torch.Tensor:
     return counts.view(t, k)
 
 
-def group_log_likelihood(counts, coeffs, inherit, weight, source, num_sources):
-    """ln p(z_t | .) = sum_k m_tk ln D_t(k) for each group (-inf where a token has no mass)."""
-    probs = mixing_weights(coeffs, inherit, weight, source, num_sources)
-    terms = torch.where(counts > 0, counts * probs.log(), torch.zeros_like(probs))
-    return terms.sum(-1)
-
-
 def component_log_density(problem: Problem, params: dict) -> torch.Tensor:
-    """ln f(x_n; phi_k), (N, K)."""
-    if problem.family == "categorical":
-        return params["phi"].log().T[problem.x]
+    """ln f(x_n; phi_k), (N, K), Gaussian atoms."""
     lam, mu = params["precision"], params["mean"]
     x = problem.x
     quad = (x * x) @ lam.T - 2 * x @ (lam * mu).T + (lam * mu * mu).sum(1)
     return 0.5 * (lam.log().sum(1) - quad - x.shape[1] * torch.log(torch.tensor(2 * torch.pi, dtype=x.dtype)))
-
-
-def dirichlet_log_density(c, concentration, support):
-    """ln Dir(c; concentration) over the entries where ``support`` is true (rows)."""
-    conc = torch.where(support, concentration, torch.zeros_like(concentration))
-    log_c = torch.where(support, c.clamp_min(torch.finfo(c.dtype).tiny).log(), torch.zeros_like(c))
-    lgamma_terms = torch.where(support, torch.lgamma(conc.clamp_min(torch.finfo(c.dtype).tiny)), torch.zeros_like(c))
-    return torch.lgamma(conc.sum(-1)) - lgamma_terms.sum(-1) + ((conc - 1) * log_c).sum(-1)
 
 
 def _sample_dirichlet_masked(concentration, mask):
@@ -117,33 +109,92 @@ def _sample_dirichlet_masked(concentration, mask):
 
 
 # -- the steps -----------------------------------------------------------------------------------
-def update_labels(problem: Problem, state: GibbsState) -> GibbsState:  # step 1
+def word_counts(problem: Problem, z: torch.Tensor) -> torch.Tensor:
+    """n_kw: tokens of word w on atom k, (K, V)."""
+    _, _, k = problem.sizes
+    counts = torch.zeros(k * problem.vocab_size, dtype=problem.q.dtype, device=z.device)
+    counts.index_add_(0, z * problem.vocab_size + problem.x, torch.ones_like(z, dtype=counts.dtype))
+    return counts.view(k, problem.vocab_size)
+
+
+def topic_word(problem: Problem, state: GibbsState) -> torch.Tensor:
+    """E[phi | z, x]: (n_kw + beta) / (n_k + V beta), (K, V)."""
+    counts = word_counts(problem, state.z) + problem.beta
+    return counts / counts.sum(1, keepdim=True)
+
+
+def collapsed_word_log_likelihood(problem: Problem, z: torch.Tensor) -> torch.Tensor:
+    """ln p(x | z) with every topic's Dirichlet(beta) integrated out:
+    sum_k [ln G(V beta) - ln G(n_k + V beta) + sum_w (ln G(n_kw + beta) - ln G(beta))]."""
+    counts = word_counts(problem, z)
+    beta, vbeta = torch.tensor(problem.beta, dtype=counts.dtype), problem.vocab_size * problem.beta
+    used = counts[counts > 0]
+    return (torch.lgamma(torch.tensor(vbeta, dtype=counts.dtype)) * counts.shape[0]
+            - torch.lgamma(counts.sum(1) + vbeta).sum() + (torch.lgamma(used + beta) - torch.lgamma(beta)).sum())
+
+
+def label_log_likelihood(problem: Problem, state: GibbsState) -> torch.Tensor:
+    """ln p(z | weights, inheritance, coefficients) = sum_tk m_tk ln D_t(k)."""
+    counts = label_counts(problem, state.z)
+    mix = mixing_weights(state.coeffs, state.inherit, state.weight, state.source, problem.sizes[1])
+    return torch.where(counts > 0, counts * mix.log(), torch.zeros_like(mix)).sum()
+
+
+def data_log_likelihood(problem: Problem, state: GibbsState) -> torch.Tensor:
+    """ln p(x | z, atoms); words: ln p(x | z) with the topics integrated out."""
+    if problem.family == "categorical":
+        return collapsed_word_log_likelihood(problem, state.z)
+    lam, mu, x = state.params["precision"][state.z], state.params["mean"][state.z], problem.x
+    return 0.5 * (lam.log() - lam * (x - mu) ** 2 - torch.log(torch.tensor(2 * torch.pi, dtype=x.dtype))).sum()
+
+
+def prior_labels(problem: Problem, state: GibbsState) -> GibbsState:
+    """z_ti ~ D_t, ignoring the data (a starting point for step 1)."""
     _, s, _ = problem.sizes
     mix = mixing_weights(state.coeffs, state.inherit, state.weight, state.source, s)
+    z = torch.empty_like(problem.groups)
+    for t in range(mix.shape[0]):
+        members = problem.groups == t
+        if members.any():
+            z[members] = torch.multinomial(mix[t], int(members.sum()), replacement=True)
+    return replace(state, z=z)
+
+
+def _numpy(tensor, dtype=np.float64):
+    return np.ascontiguousarray(tensor.detach().cpu().numpy().astype(dtype))
+
+
+def update_labels(problem: Problem, state: GibbsState) -> GibbsState:  # step 1
+    _, s, k = problem.sizes
+    mix = mixing_weights(state.coeffs, state.inherit, state.weight, state.source, s)
+    if problem.family == "categorical":
+        z = _numpy(state.z, np.int64)
+        uniforms = _numpy(torch.rand(z.shape[0], dtype=torch.float64))
+        coupled_numba.collapsed_labels(_numpy(problem.x, np.int64), _numpy(problem.groups, np.int64), z, _numpy(mix),
+                                       _numpy(word_counts(problem, state.z).T), _numpy(torch.bincount(state.z, minlength=k)),
+                                       float(problem.beta), uniforms)
+        return replace(state, z=torch.from_numpy(z).to(state.z.device))
     logits = mix.log()[problem.groups] + component_log_density(problem, state.params)
     z = torch.distributions.Categorical(logits=logits, validate_args=False).sample()
     return replace(state, z=z)
 
 
+def _move_atoms(problem: Problem, state: GibbsState, move_owner: bool) -> GibbsState:
+    """Steps 2 and 5, atom by atom over sufficient statistics (``coupled_numba.move_atoms``)."""
+    t, s, k = problem.sizes
+    inherit, source = _numpy(state.inherit, np.int64), _numpy(state.source, np.int64)
+    shape = state.alpha / problem.atoms_per_source
+    weight_prior = torch.distributions.Gamma(shape, 1.0, validate_args=False).log_prob(state.weight[:, None])
+    q = problem.q.double()
+    coupled_numba.move_atoms(_numpy(label_counts(problem, state.z)), inherit, source, _numpy(state.weight),
+                             _numpy(state.coeffs), _numpy(q.log()), _numpy(torch.log1p(-q)), _numpy(weight_prior),
+                             _numpy(torch.rand(k, t + 1, dtype=torch.float64)), move_owner)
+    return replace(state, inherit=torch.from_numpy(inherit).to(state.inherit),
+                   source=torch.from_numpy(source).to(state.source))
+
+
 def update_inheritance(problem: Problem, state: GibbsState) -> GibbsState:  # step 2
-    _, s, k = problem.sizes
-    counts = label_counts(problem, state.z)
-    inherit = state.inherit.clone()
-    off_on = torch.tensor([[0.0], [1.0]], dtype=inherit.dtype, device=inherit.device)
-    for atom in range(k):
-        candidates = inherit.expand(2, *inherit.shape).clone()
-        candidates[:, :, atom] = off_on
-        ll = group_log_likelihood(counts, state.coeffs, candidates, state.weight, state.source, s)  # (2, T)
-        q = problem.q[:, state.source[atom]]
-        inherit[:, atom] = torch.bernoulli(_keep_probability(ll, q))
-    return replace(state, inherit=inherit)
-
-
-def _keep_probability(ll, q):
-    """p(r = 1) from the groups' log-likelihoods (2, T) under r = 0, 1 and the prior q (T,)."""
-    scores = ll + torch.stack([(1 - q).log(), q.log()])
-    keep = torch.sigmoid(scores[1] - scores[0])
-    return torch.where(torch.isnan(keep), torch.zeros_like(keep), keep)
+    return _move_atoms(problem, state, move_owner=False)
 
 
 def update_coefficients(problem: Problem, state: GibbsState) -> GibbsState:  # step 3
@@ -170,10 +221,7 @@ def update_atoms(problem: Problem, state: GibbsState) -> GibbsState:  # step 4
     _, _, k = problem.sizes
     x, z = problem.x, state.z
     if problem.family == "categorical":
-        counts = torch.zeros(k * problem.vocab_size, dtype=problem.q.dtype, device=z.device)
-        counts.index_add_(0, z * problem.vocab_size + x, torch.ones_like(z, dtype=counts.dtype))
-        conc = problem.beta + counts.view(k, problem.vocab_size)
-        return replace(state, params={"phi": torch.distributions.Dirichlet(conc, validate_args=False).sample()})
+        return state  # the topics are collapsed
     d = x.shape[1]
     n = torch.zeros(k, dtype=x.dtype, device=x.device).index_add_(0, z, torch.ones_like(z, dtype=x.dtype))
     sums = torch.zeros(k, d, dtype=x.dtype, device=x.device).index_add_(0, z, x)
@@ -193,26 +241,7 @@ def update_atoms(problem: Problem, state: GibbsState) -> GibbsState:  # step 4
 def update_sources(problem: Problem, state: GibbsState) -> GibbsState:  # step 5
     """Blocked: the owner s_k is drawn with atom k's inheritance r_.k summed out, then r_.k
     given the new owner, so an atom can change source and inheritance pattern together."""
-    _, s, k = problem.sizes
-    counts = label_counts(problem, state.z)
-    source, inherit = state.source.clone(), state.inherit.clone()
-    shape = state.alpha / problem.atoms_per_source
-    off_on = torch.tensor([[0.0], [1.0]], dtype=inherit.dtype, device=inherit.device)
-    prior = torch.stack([(1 - problem.q).log(), problem.q.log()]).permute(2, 0, 1)  # ln p(r | s = j), (S, 2, T)
-    for atom in range(k):
-        sources = source.expand(s, 2, k).clone()
-        sources[:, :, atom] = torch.arange(s, device=source.device)[:, None]
-        candidates = inherit.expand(s, 2, *inherit.shape).clone()
-        candidates[:, :, :, atom] = off_on
-        ll = group_log_likelihood(counts, state.coeffs, candidates, state.weight, sources, s)  # (S, 2, T)
-        weight_prior = torch.distributions.Gamma(shape, 1.0, validate_args=False).log_prob(state.weight[atom])
-        scores = torch.logsumexp(ll + prior, 1).sum(-1) + weight_prior  # (S,)
-        if not torch.isfinite(scores).any():  # (a floored weight can leave every candidate at -inf)
-            continue
-        owner = torch.distributions.Categorical(logits=scores, validate_args=False).sample()
-        source[atom] = owner
-        inherit[:, atom] = torch.bernoulli(_keep_probability(ll[owner], problem.q[:, owner]))
-    return replace(state, source=source, inherit=inherit)
+    return _move_atoms(problem, state, move_owner=True)
 
 
 def update_weights(problem: Problem, state: GibbsState) -> GibbsState:  # step 6
@@ -236,28 +265,44 @@ def _floored(draws):
     return draws.clamp_min(torch.finfo(draws.dtype).tiny)
 
 
-def alpha_log_density(problem: Problem, state: GibbsState, alpha: torch.Tensor) -> torch.Tensor:
-    """ln p(alpha) + ln p(w | alpha, s) + ln p(c | alpha), up to a constant."""
-    prior = torch.distributions.Gamma(0.1, 0.1, validate_args=False).log_prob(alpha).sum()
-    weights = torch.distributions.Gamma(alpha[state.source] / problem.atoms_per_source, 1.0,
-                                         validate_args=False).log_prob(state.weight).sum()
-    coeffs = dirichlet_log_density(state.coeffs, alpha * problem.q, problem.q > 0).sum()
-    return prior + weights + coeffs
+def coefficient_log_density(problem: Problem, state: GibbsState) -> torch.Tensor:
+    """sum_t ln Dir(c_t; alpha q_t) over the sources group t can inherit (q_ts > 0; c_ts = 0 elsewhere)."""
+    support = problem.q > 0
+    conc = torch.where(support, state.alpha * problem.q, torch.ones_like(problem.q))
+    log_c = torch.where(support, state.coeffs.clamp_min(torch.finfo(conc.dtype).tiny).log(), torch.zeros_like(conc))
+    terms = torch.where(support, (conc - 1) * log_c - torch.lgamma(conc), torch.zeros_like(conc))
+    return (torch.lgamma(torch.where(support, conc, torch.zeros_like(conc)).sum(1)) + terms.sum(1)).sum()
+
+
+def _alpha_own_terms(problem: Problem, state: GibbsState, alpha: torch.Tensor) -> torch.Tensor:
+    """(S,): the terms of ln p(alpha) + ln p(w | alpha, s) + ln p(c | alpha) that involve alpha_j
+    alone, plus ln alpha_j (the log-normal walk's Jacobian, q(a | a') / q(a' | a) = a' / a). The
+    rest, sum_t ln G(sum_s alpha_s q_ts), couples the sources."""
+    s = problem.sizes[1]
+    owner = torch.nn.functional.one_hot(state.source, s).to(alpha.dtype)
+    weights = torch.distributions.Gamma(alpha / problem.atoms_per_source, 1.0, validate_args=False)
+    conc = alpha * problem.q
+    support = problem.q > 0
+    coeffs = torch.where(support, (conc - 1) * state.coeffs.clamp_min(torch.finfo(alpha.dtype).tiny).log()
+                         - torch.lgamma(conc.clamp_min(torch.finfo(alpha.dtype).tiny)), torch.zeros_like(conc))
+    return (torch.distributions.Gamma(*problem.alpha_prior, validate_args=False).log_prob(alpha)
+            + (weights.log_prob(state.weight[:, None]) * owner).sum(0) + coeffs.sum(0) + alpha.log())
 
 
 def update_alpha(problem: Problem, state: GibbsState) -> GibbsState:  # step 7
     if problem.alpha_fixed:
         return state
-    alpha = state.alpha.clone()
-    for j in range(alpha.shape[0]):
-        proposal = alpha.clone()
-        proposal[j] = alpha[j] * torch.exp(problem.alpha_step * torch.randn(()))
-        # the log-normal walk's Jacobian: q(a | a') / q(a' | a) = a' / a
-        log_ratio = (alpha_log_density(problem, state, proposal) - alpha_log_density(problem, state, alpha)
-                     + proposal[j].log() - alpha[j].log())
-        if torch.rand(()).log() < log_ratio:
-            alpha = proposal
-    return replace(state, alpha=alpha)
+    alpha = state.alpha.to(problem.q.dtype)
+    proposal = alpha * torch.exp(problem.alpha_step * torch.randn_like(alpha))
+    own = _numpy(_alpha_own_terms(problem, state, proposal) - _alpha_own_terms(problem, state, alpha))
+    log_u = _numpy(torch.rand_like(alpha).log())
+    q, current, proposed = _numpy(problem.q), _numpy(alpha), _numpy(proposal)
+    totals = q @ current
+    for j in range(len(current)):  # one source at a time: sum_t ln G(sum_s alpha_s q_ts) couples them
+        moved = totals + (proposed[j] - current[j]) * q[:, j]
+        if log_u[j] < own[j] + (gammaln(moved) - gammaln(totals)).sum():
+            current[j], totals = proposed[j], moved
+    return replace(state, alpha=torch.from_numpy(current).to(state.alpha))
 
 
 STEPS = (update_labels, update_inheritance, update_coefficients, update_atoms, update_sources, update_weights,
@@ -265,7 +310,7 @@ STEPS = (update_labels, update_inheritance, update_coefficients, update_atoms, u
 
 
 def sweep(problem: Problem, state: GibbsState) -> GibbsState:
-    """One pass of steps 1-7."""
+    """One pass of steps 1-7 (step 4 does nothing for words)."""
     for step in STEPS:
         state = step(problem, state)
     return state
@@ -275,8 +320,7 @@ def state_from_trace(trace, family: str, alpha=None) -> GibbsState:
     """The latent values of a ``models.coupled_dp`` trace as a sampler state (``alpha``: the
     value the program was given, when it did not sample one)."""
     value = lambda name: trace.nodes[name]["value"]  # noqa: E731
-    params = {"phi": value("phi")} if family == "categorical" else {"mean": value("mean"),
-                                                                   "precision": value("precision")}
+    params = {} if family == "categorical" else {"mean": value("mean"), "precision": value("precision")}
     q = trace.nodes["_INPUT"]["kwargs"]["q"] if "_INPUT" in trace.nodes else None
     coeffs = _floored(value("coeffs").squeeze(-2))
     if q is not None:

@@ -9,11 +9,16 @@ it returns are fixed-shape summaries, so that several chains stack, and R-hat, E
     atoms_per_group   (T,) atoms holding at least one observation of each group
     alpha             (S,) the latent DPs' concentrations
 
-The full state of each chain's last sweep is kept in ``chain_states`` for prediction. Known
+The full state of each chain's last sweep is kept for prediction: in ``chain_states``, and with
+``state_dir`` also written there as a file, which is how it comes back from chains that MCMC runs
+in worker processes. Known
 traps of Pyro's MCMC (STYLE.md): ``transforms`` must exist, ``diagnostics`` must hold
 ``divergences``, nothing calls ``end_warmup`` (the kernel counts its own steps), MCMC
 concatenates samples as floats, and ``arviz.from_pyro`` reads ``kernel.model``.
 """
+
+import uuid
+from pathlib import Path
 
 import pyro
 import torch
@@ -23,23 +28,40 @@ from bnpzoo.inference import coupled_gibbs as gibbs
 from bnpzoo.models.coupled_dp import model as coupled_model
 
 
+def _latent_trace(problem: gibbs.Problem, model_kwargs: dict, values: dict | None = None):
+    """A trace of the program's latent sites (conditioned on ``values``), with the data plate cut
+    to one observation: its sites, one per observation, are what the sampler handles by counts."""
+    program = coupled_model if values is None else pyro.condition(coupled_model, data=values)
+    return pyro.poutine.trace(program).get_trace(None, **dict(model_kwargs, groups=problem.groups[:1]))
+
+
 def log_joint(problem: gibbs.Problem, state: gibbs.GibbsState, model_kwargs: dict) -> torch.Tensor:
-    """ln p(x, latents) by scoring the Pyro program at the state."""
+    """ln p(x, latents): the Pyro program scored at the state for every latent site, plus the
+    data sites through their counts, sum_tk m_tk ln D_t(k) + ln p(x | z). Words: the sampler
+    collapses the topics, so phi is left out and ln p(x | z) integrates it. The coefficients c_t
+    are scored over the sources group t can inherit (the program gives the others a vanishing
+    concentration, where the sampler keeps c_ts = 0 exactly)."""
     values = {"source": state.source, "weight": state.weight, "coeffs": state.coeffs.unsqueeze(-2),
-              "inherit": state.inherit, "z": state.z, **state.params}
+              "inherit": state.inherit, **state.params}
     if not problem.alpha_fixed:
         values["alpha"] = state.alpha
-    conditioned = pyro.condition(coupled_model, data=values)
-    trace = pyro.poutine.trace(conditioned).get_trace(problem.x, **model_kwargs)
-    return trace.log_prob_sum().detach()
+    scored = [name for name in values if name != "coeffs"]  # c_t: scored on its support, below
+    if problem.family == "categorical":  # a placeholder, not scored: spares K x V gamma draws
+        values["phi"] = torch.full((1, problem.vocab_size), 1.0 / problem.vocab_size).expand(problem.sizes[2], -1)
+    trace = _latent_trace(problem, model_kwargs, values)
+    trace.compute_log_prob(site_filter=lambda name, site: name in scored)
+    latents = sum(trace.nodes[name]["log_prob_sum"] for name in scored)
+    return (latents + gibbs.coefficient_log_density(problem, state) + gibbs.label_log_likelihood(problem, state)
+            + gibbs.data_log_likelihood(problem, state)).detach()
 
 
 class CoupledGibbsKernel(MCMCKernel):
     """``model_kwargs``: the keyword arguments of ``models.coupled_dp.model`` for this problem
     (groups, q, atoms_per_source, family and its base-measure settings, alpha if fixed)."""
 
-    def __init__(self, problem: gibbs.Problem, model_kwargs: dict, *, init_sweeps: int = 1):
+    def __init__(self, problem: gibbs.Problem, model_kwargs: dict, *, init_sweeps: int = 1, state_dir=None):
         self.problem, self.model_kwargs, self.init_sweeps = problem, model_kwargs, init_sweeps
+        self.state_dir = state_dir
         self.transforms = {}
         self.model = None  # arviz.from_pyro reads it; None skips its observed-data group
         self.chain_states = []
@@ -47,10 +69,11 @@ class CoupledGibbsKernel(MCMCKernel):
         self._warmup_steps = self._t = 0
 
     def _initial_state(self) -> gibbs.GibbsState:
-        """Latents from the prior (the program run without data), then labels for the data."""
-        trace = pyro.poutine.trace(coupled_model).get_trace(None, **self.model_kwargs)
+        """Latents from the prior (the program run without data), labels from the groups'
+        mixtures, then labels given the data."""
+        trace = _latent_trace(self.problem, self.model_kwargs)
         state = gibbs.state_from_trace(trace, self.problem.family, self.model_kwargs.get("alpha"))
-        state = gibbs.update_labels(self.problem, state)
+        state = gibbs.update_labels(self.problem, gibbs.prior_labels(self.problem, state))
         for _ in range(self.init_sweeps):
             state = gibbs.sweep(self.problem, state)
         return state
@@ -88,6 +111,8 @@ class CoupledGibbsKernel(MCMCKernel):
     def cleanup(self):
         if self.state is not None:
             self.chain_states.append(self.state)
+            if self.state_dir is not None:
+                torch.save(self.state, Path(self.state_dir) / f"chain-{uuid.uuid4().hex}.pt")
             self.state = None
 
     def logging(self):

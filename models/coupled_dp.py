@@ -68,6 +68,7 @@ def model(
     q: torch.Tensor,
     atoms_per_source: int = 20,
     alpha=None,
+    alpha_prior=(0.1, 0.1),
     family: str = "categorical",
     vocab_size: int | None = None,
     beta: float = 1.0,
@@ -78,7 +79,8 @@ def model(
     dim: int | None = None,
 ):
     """``groups`` (N,) the group of each observation, ``q`` (T, S) the inheritance probabilities
-    q_ts; ``alpha`` None samples alpha_s ~ Gamma(0.1, 0.1), a number or an S-vector fixes it.
+    q_ts; ``alpha`` None samples alpha_s ~ Gamma(alpha_prior) (section 5.1's Gamma(0.1, 0.1) by
+    default), a number or an S-vector fixes it.
     ``data``: (N,) word ids in [0, vocab_size) or (N, dim) reals."""
     opts = dict(dtype=q.dtype, device=q.device)
     if q.ndim != 2 or not bool(((q >= 0) & (q <= 1)).all()) or not bool((q > 0).any(-1).all()):
@@ -87,7 +89,7 @@ def model(
     k = num_sources * atoms_per_source
     with pyro.plate("sources", num_sources, dim=-1):
         if alpha is None:
-            alpha = pyro.sample("alpha", dist.Gamma(torch.tensor(0.1, **opts), torch.tensor(0.1, **opts)))
+            alpha = pyro.sample("alpha", dist.Gamma(*(torch.tensor(float(v), **opts) for v in alpha_prior)))
         else:
             alpha = torch.as_tensor(alpha, **opts).expand(num_sources)
     with pyro.plate("atoms", k, dim=-1):

@@ -70,6 +70,9 @@ def test_a_corpus_that_is_not_utf8_is_named(tmp_path):
     ({"c.txt": "a b\n\n"}, "line 2 is empty"),
     ({"c.txt": "a b\nc d\n", "g.txt": "0\n"}, "1 groups for 2 documents"),
     ({"c.npy": np.array([[1.0, -1.0]]), "g.txt": "0\n"}, "non-negative integers"),
+    ({"c.npy": np.array([[1.0, 2.5]]), "g.txt": "0\n"}, "non-negative integers"),
+    ({"c.txt": "a b\nc d\n", "g.txt": "0\nx\n"}, "not an integer"),
+    ({"c.txt": "a b\nc d\n", "g.txt": "0\n1\n", "t.txt": "a\n\n"}, "line 2 is empty"),
 ])
 def test_corrupt_corpora_exit_2_in_the_cli(tmp_path, capsys, files, message):
     for name, content in files.items():
@@ -78,9 +81,11 @@ def test_corrupt_corpora_exit_2_in_the_cli(tmp_path, capsys, files, message):
         else:
             (tmp_path / name).write_text(content)
     data_file = next(name for name in files if name.startswith("c."))
-    argv = ["fit", "dp-gmm", "--inference", "vmm", "--data", str(tmp_path / data_file)]
+    argv = ["fit", "coupled-dp", "--inference", "gibbs", "--data", str(tmp_path / data_file), "--iters", "2"]
     if "g.txt" in files:
         argv += ["--groups", str(tmp_path / "g.txt")]
+    if "t.txt" in files:
+        argv += ["--test-data", str(tmp_path / "t.txt")]
     assert main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and message in err[0]
@@ -90,3 +95,7 @@ def test_a_valid_corpus_is_refused_by_the_matrix_models_with_exit_2(tmp_path, ca
     (tmp_path / "c.txt").write_text("a b\nc d\n")
     assert main(["fit", "dp-gmm", "--inference", "vmm", "--data", str(tmp_path / "c.txt")]) == 2
     assert "coupled-dp" in capsys.readouterr().err
+    assert main(["fit", "coupled-dp", "--inference", "gibbs", "--data", str(tmp_path / "c.txt")]) == 2
+    assert "--groups" in capsys.readouterr().err
+    assert main(["fit", "coupled-dp", "--inference", "gibbs", "--data", "digits"]) == 2
+    assert "grouped corpus" in capsys.readouterr().err

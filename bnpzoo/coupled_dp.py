@@ -1,0 +1,237 @@
+"""``bnpzoo.CoupledDP``: coupled nonparametric mixtures through latent DPs (seed 003), fitted by
+the Gibbs sampler of ``inference.coupled_gibbs`` under ``pyro.infer.MCMC``.
+
+The one place that pairs ``models.coupled_dp`` with its sampler: it turns a grouped corpus (or
+grouped real vectors) into a ``Problem``, runs the chains, keeps their summaries for ArviZ and the
+final state of the best chain for prediction and perplexity.
+"""
+
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pyro
+import torch
+
+from bnpzoo._validation import Interval, OneOf, check_array
+from bnpzoo.base import MixtureEstimator
+from bnpzoo.corpus import Corpus
+from bnpzoo.inference import coupled_gibbs as gibbs
+from bnpzoo.inference.coupled_kernel import CoupledGibbsKernel, log_joint
+from bnpzoo.models.coupled_configs import CONFIGS, inheritance_matrix
+from bnpzoo.models.coupled_dp import mixing_weights
+from bnpzoo.perplexity import completion_perplexity
+
+INFERENCE = ("gibbs",)
+
+
+class CoupledDP(MixtureEstimator):
+    """Groups of observations, each group's mixture D_t = sum_s c_ts S_{q_ts}(H_s) built from
+    latent DPs H_s ~ DP(alpha_s B) (seed 003 eq. (6)-(8)); see ``models.coupled_dp``.
+
+    ``fit(X, groups=None)``: X a ``bnpzoo.corpus.Corpus`` (its ``groups`` used unless given), a
+    list of documents (token lists) with ``groups`` one per document, or an N x D real array with
+    ``groups`` one per row. Words get the categorical family (topics with a symmetric
+    Dirichlet(beta) base, the coupled topic model of section 5.1); real vectors get Gaussian
+    atoms with a Normal-Gamma base per dimension. Groups are integers; their sorted distinct
+    values are groups 0..T-1, in that order (which the distance |t - s| of ``m-ldp`` and ``sngp``
+    reads).
+
+    Parameters (keyword-only)
+    ----------
+    config : "s-ldp", "m-ldp", "sngp" or "scenes" (``models.coupled_configs``), the latent DPs and
+        the inheritance probabilities q_ts; ``q`` (a groups x sources matrix) overrides it.
+    sigma : the coupling range of m-ldp and sngp.
+    truncation : L, atoms per latent DP (the sampler's pool holds S L atoms; an atom can move
+        between latent DPs).
+    alpha : the latent DPs' concentration; None samples it under Gamma(0.1, 0.1) (section 5.1).
+    beta : the topics' Dirichlet parameter (1: seed 003's uniform base); words only.
+    prior_mean, prior_kappa, prior_shape, prior_rate : the Normal-Gamma base; real vectors only.
+    max_iter : sampling sweeps per chain after warm-up. warmup : warm-up sweeps per chain.
+    num_chains : chains run by ``pyro.infer.MCMC`` (in parallel processes where the machine has
+        the cores, one after the other otherwise).
+    random_state, verbose : seed, and Pyro's progress bar.
+
+    Fitted attributes: ``samples_`` (MCMC's summaries by chain: log_joint, atoms_per_source,
+    atoms_per_group, alpha), ``mcmc_`` (the ``pyro.infer.MCMC`` object; ``to_arviz()`` exports it),
+    ``rhat_`` (R-hat of the log joint, NaN with one chain), ``q_``, ``n_groups_``; from the
+    final state of the chain with the highest final log joint: ``n_clusters_`` (atoms holding
+    data), ``weights_`` (their share of the data), ``group_weights_`` (each group's D_t over them,
+    renormalised), ``topic_word_`` (E[phi | z, x] over the used
+    atoms) and ``vocabulary_`` for words, ``means_`` and ``precisions_`` for vectors; and
+    ``n_features_in_`` (vocabulary size or D), ``n_tokens_``, ``n_iter_`` (sweeps per chain),
+    ``fit_seconds_``, ``sampling_seconds_`` and ``tokens_per_second_`` (sweeps of all chains x
+    training tokens / sampling seconds).
+    """
+
+    _parameter_constraints = {
+        "config": OneOf(*CONFIGS),
+        "sigma": Interval(float, 0, low_open=True),
+        "truncation": Interval(int, 1),
+        "inference": OneOf(*INFERENCE),
+        "alpha": Interval(float, 0, low_open=True, optional=True),
+        "beta": Interval(float, 0, low_open=True),
+        "prior_mean": Interval(float),
+        "prior_kappa": Interval(float, 0, low_open=True),
+        "prior_shape": Interval(float, 0, low_open=True),
+        "prior_rate": Interval(float, 0, low_open=True),
+        "max_iter": Interval(int, 1),
+        "warmup": Interval(int, 0),
+        "num_chains": Interval(int, 1),
+        "random_state": Interval(int, 0, optional=True),
+        "verbose": OneOf(True, False),
+    }
+    _fitted_attributes = ("q_", "n_groups_", "n_clusters_", "weights_", "topic_word_", "vocabulary_", "means_",
+                          "precisions_", "n_features_in_", "n_tokens_", "n_iter_", "fit_seconds_",
+                          "sampling_seconds_", "tokens_per_second_", "rhat_", "samples_", "group_values_", "group_weights_")
+
+    def __init__(self, *, config="m-ldp", q=None, sigma=1.0, truncation=10, inference="gibbs", alpha=None,
+                 beta=1.0, prior_mean=0.0, prior_kappa=1.0, prior_shape=1.0, prior_rate=1.0, max_iter=200,
+                 warmup=100, num_chains=1, random_state=None, verbose=False):
+        self.config = config
+        self.q = q
+        self.sigma = sigma
+        self.truncation = truncation
+        self.inference = inference
+        self.alpha = alpha
+        self.beta = beta
+        self.prior_mean = prior_mean
+        self.prior_kappa = prior_kappa
+        self.prior_shape = prior_shape
+        self.prior_rate = prior_rate
+        self.max_iter = max_iter
+        self.warmup = warmup
+        self.num_chains = num_chains
+        self.random_state = random_state
+        self.verbose = verbose
+
+    # -- data ------------------------------------------------------------------------------
+    def _observations(self, X, groups):
+        """(x, group of each observation (0..T-1), the sorted group values, vocabulary or None)."""
+        if isinstance(X, Corpus):
+            groups, X = (X.groups if groups is None else groups), X.docs
+        if groups is None:
+            raise ValueError("CoupledDP needs groups: one integer per document (or row)")
+        groups = np.asarray(groups)
+        if groups.ndim != 1 or groups.dtype.kind not in "iu":
+            raise ValueError(f"groups must be a 1-D array of integers, got {groups.dtype} of shape {groups.shape}")
+        if isinstance(X, (list, tuple)) and all(isinstance(doc, (list, tuple)) for doc in X):
+            if len(X) != len(groups):
+                raise ValueError(f"groups has {len(groups)} entries for {len(X)} documents")
+            corpus = Corpus("train", [list(doc) for doc in X])
+            vocab = [str(token) for token in corpus.vocabulary()]
+            if not vocab:
+                raise ValueError("the corpus has no tokens")
+            doc, word = corpus.token_arrays(vocab)
+            values, group_index = np.unique(groups, return_inverse=True)
+            return torch.from_numpy(word), torch.from_numpy(group_index[doc]), values, vocab
+        x = check_array(X, dtype=torch.float64)
+        if len(groups) != x.shape[0]:
+            raise ValueError(f"groups has {len(groups)} entries for {x.shape[0]} rows")
+        values, group_index = np.unique(groups, return_inverse=True)
+        return x, torch.from_numpy(group_index), values, None
+
+    def _q(self, num_groups):
+        if self.q is not None:
+            return inheritance_matrix(self.q, num_groups)
+        options = {"sigma": float(self.sigma)} if self.config in ("m-ldp", "sngp") else {}
+        return inheritance_matrix(self.config, num_groups, **options)
+
+    # -- fitting ---------------------------------------------------------------------------
+    def fit(self, X, groups=None):
+        from pyro.infer import MCMC
+
+        self._validate_params()
+        start = time.perf_counter()
+        if self.random_state is not None:
+            pyro.set_rng_seed(self.random_state)
+        x, group_index, values, vocab = self._observations(X, groups)
+        self.group_values_ = values.tolist()
+        family = "gaussian" if vocab is None else "categorical"
+        self.n_groups_ = len(self.group_values_)
+        self.q_ = self._q(self.n_groups_)
+        base = (dict(vocab_size=len(vocab), beta=float(self.beta)) if vocab is not None else
+                dict(prior_mean=float(self.prior_mean), prior_kappa=float(self.prior_kappa),
+                     prior_shape=float(self.prior_shape), prior_rate=float(self.prior_rate)))
+        fixed = {} if self.alpha is None else {"alpha": float(self.alpha)}
+        problem = gibbs.Problem(x=x, groups=group_index, q=self.q_, atoms_per_source=self.truncation,
+                                family=family, alpha_fixed=self.alpha is not None, **base)
+        model_kwargs = dict(groups=group_index, q=self.q_, atoms_per_source=self.truncation, family=family,
+                            **base, **fixed, **({} if vocab is not None else {"dim": x.shape[1]}))
+        with tempfile.TemporaryDirectory() as folder:
+            kernel = CoupledGibbsKernel(problem, model_kwargs, state_dir=folder)
+            mcmc = MCMC(kernel, num_samples=self.max_iter, warmup_steps=self.warmup, num_chains=self.num_chains,
+                        disable_progbar=not self.verbose)
+            sampling = time.perf_counter()
+            mcmc.run()
+            self.sampling_seconds_ = time.perf_counter() - sampling
+            states = [torch.load(path, weights_only=False) for path in sorted(Path(folder).glob("*.pt"))]
+        self.mcmc_ = mcmc
+        self.samples_ = {name: value.cpu() for name, value in mcmc.get_samples(group_by_chain=True).items()}
+        self.rhat_ = self._rhat()
+        best = max(states, key=lambda state: float(log_joint(problem, state, model_kwargs)))
+        self._keep(problem, best, vocab)
+        self.n_features_in_ = len(vocab) if vocab is not None else int(x.shape[1])
+        self.n_tokens_ = int(x.shape[0])
+        self.n_iter_ = self.warmup + self.max_iter
+        self.tokens_per_second_ = self.num_chains * self.n_iter_ * self.n_tokens_ / self.sampling_seconds_
+        self.fit_seconds_ = time.perf_counter() - start
+        return self
+
+    def _rhat(self) -> float:
+        if self.num_chains < 2:
+            return float("nan")
+        import arviz as az
+
+        return float(az.rhat(self.to_arviz(), var_names=["log_joint"])["log_joint"])
+
+    def _keep(self, problem, state, vocab):
+        """The fitted point summary: the used atoms of one state, largest first."""
+        t, s, k = problem.sizes
+        sizes = torch.bincount(state.z, minlength=k).double()
+        used = torch.argsort(sizes, descending=True)[: int((sizes > 0).sum())]
+        self.n_clusters_ = len(used)
+        self.weights_ = sizes[used] / sizes.sum()
+        mixing = mixing_weights(state.coeffs, state.inherit, state.weight, state.source, s)[:, used]
+        self.group_weights_ = mixing / mixing.sum(1, keepdim=True)  # D_t over the used atoms, renormalised
+        self.topic_word_ = gibbs.topic_word(problem, state)[used] if vocab is not None else None
+        self.vocabulary_ = vocab
+        self.means_ = None if vocab is not None else state.params["mean"][used]
+        self.precisions_ = None if vocab is not None else state.params["precision"][used]
+
+    # -- results ---------------------------------------------------------------------------
+    def _check_fitted(self):
+        if not hasattr(self, "n_clusters_"):
+            raise ValueError("this CoupledDP is not fitted yet: call fit(X, groups) first")
+
+    def perplexity(self, docs) -> float:
+        """Held-out completion perplexity of token lists (``bnpzoo.metrics.completion_perplexity``)."""
+        self._check_fitted()
+        if self.topic_word_ is None:
+            raise ValueError("perplexity applies to word data; this model was fitted on real vectors")
+        docs = docs.docs if isinstance(docs, Corpus) else docs
+        return completion_perplexity(self.topic_word_.numpy(), self.vocabulary_, docs)
+
+    def to_arviz(self, *args, **kwargs):
+        """The chains' summaries as ArviZ InferenceData (``arviz.from_pyro``), for R-hat and ESS."""
+        import arviz as az
+
+        if not hasattr(self, "mcmc_"):
+            raise ValueError("to_arviz needs the MCMC run of this session's fit (it is not saved)")
+        return az.from_pyro(self.mcmc_)
+
+    def predict(self, X, groups):
+        """Real vectors only: the MAP atom of each row under its group's mixture,
+        argmax_k D_t(k) N(x; mean_k, 1 / precision_k), indices into ``means_``."""
+        self._check_fitted()
+        if self.means_ is None:
+            raise ValueError("predict applies to real vectors; for words use topic_word_ and perplexity()")
+        x = check_array(X, dtype=torch.float64, n_features=self.n_features_in_)
+        groups = np.asarray(groups)
+        index = np.searchsorted(self.group_values_, groups)
+        if groups.shape != (x.shape[0],) or not np.array_equal(np.asarray(self.group_values_)[index.clip(0, self.n_groups_ - 1)], groups):
+            raise ValueError(f"groups must hold one of the fitted groups {list(self.group_values_)} for each row")
+        problem = gibbs.Problem(x=x, groups=torch.from_numpy(index), q=self.q_, atoms_per_source=1, family="gaussian")
+        density = gibbs.component_log_density(problem, {"mean": self.means_, "precision": self.precisions_})
+        return (self.group_weights_.log()[index] + density).argmax(1).numpy()

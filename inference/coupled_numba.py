@@ -1,0 +1,233 @@
+"""Compiled inner loops of the coupled latent-DP Gibbs sampler (``inference.coupled_gibbs``).
+
+Two of its steps are sequential by nature and run here under numba, on CPU arrays; the caller
+passes torch-drawn uniforms, so runs are reproducible under ``pyro.set_rng_seed``.
+
+``collapsed_labels`` (step 1 for words, topics phi collapsed): token by token (counts kept
+word-major, so that one token's atoms lie side by side),
+    p(z_ti = k | z_-ti, x, D_t)  propto  D_t(k) (n_kw^-ti + beta) / (n_k^-ti + V beta)
+(seed 003 eq. (10)-(11) with the atom's Dirichlet(beta) base integrated out). Only the atoms
+group t reaches (D_t(k) > 0) are scored.
+
+``move_atoms`` (steps 2 and 5): atom by atom, the owner s_k (step 5 only) and the inheritance
+r_.k are redrawn from their joint conditional given the labels. The groups' label likelihood
+
+    ln p(z_t | .) = sum_k m_tk ln w_k + sum_s n_ts (ln c_ts - ln W_ts) - n_t ln Z_t
+
+(D_t(k) = c_{t s_k} r_tk w_k / (W_{t s_k} Z_t), ``models.coupled_dp``) depends on atom k only
+through the columns of its old and its candidate owner, so with the sufficient statistics
+n_ts (labels per source), R_ts (atoms inherited per source), W_ts (mass inherited per source) and
+their fall-back versions (a group that inherits nothing takes every atom: Wall_s, Call_s) one
+candidate costs O(T) instead of O(T K S). The first term is the same for every candidate and
+is dropped. A candidate is impossible (-inf) when a used atom would not be inherited.
+"""
+
+import numpy as np
+from numba import njit
+
+
+@njit(cache=True)
+def collapsed_labels(x, groups, z, mixing, nwk, nk, beta, uniforms):  # pragma: no cover (compiled)
+    """z (N,) is updated in place; nwk (V, K) and nk (K,) are the counts of z (updated too)."""
+    t_count, k_count = mixing.shape
+    vocab = nwk.shape[0]
+    reach = np.zeros((t_count, k_count), dtype=np.int64)  # atoms of each group with D_t(k) > 0
+    reach_mixing = np.zeros((t_count, k_count))
+    width = np.zeros(t_count, dtype=np.int64)
+    for t in range(t_count):
+        for k in range(k_count):
+            if mixing[t, k] > 0:
+                reach[t, width[t]] = k
+                reach_mixing[t, width[t]] = mixing[t, k]
+                width[t] += 1
+    inverse = 1.0 / (nk + vocab * beta)  # 1 / (n_k + V beta), kept current
+    cumulative = np.empty(k_count)
+    for i in range(x.shape[0]):
+        t, w, old = groups[i], x[i], z[i]
+        nwk[w, old] -= 1
+        nk[old] -= 1
+        inverse[old] = 1.0 / (nk[old] + vocab * beta)
+        total = 0.0
+        for j in range(width[t]):
+            k = reach[t, j]
+            total += reach_mixing[t, j] * (nwk[w, k] + beta) * inverse[k]
+            cumulative[j] = total
+        target = uniforms[i] * total
+        j = 0
+        while j < width[t] - 1 and cumulative[j] <= target:
+            j += 1
+        new = reach[t, j]
+        z[i] = new
+        nwk[w, new] += 1
+        nk[new] += 1
+        inverse[new] = 1.0 / (nk[new] + vocab * beta)
+
+
+@njit(cache=True)
+def _term(n, log_c, log_mass):
+    """(n (ln c - ln W), 0), or (0, 1) when n > 0 meets c = 0 or W = 0: a label of zero
+    probability, counted apart so that running sums never hold an infinity."""
+    if n == 0:
+        return 0.0, 0
+    if log_c == -np.inf or log_mass == -np.inf:
+        return 0.0, 1
+    return n * (log_c - log_mass), 0
+
+
+@njit(cache=True)
+def _log(value):
+    return np.log(value) if value > 0 else -np.inf
+
+
+@njit(cache=True)
+def _logaddexp(a, b):
+    if a == -np.inf:
+        return b
+    if b == -np.inf:
+        return a
+    top = max(a, b)
+    return top + np.log(np.exp(a - top) + np.exp(b - top))
+
+
+@njit(cache=True)
+def _column(t_count, s, sign, n, inherited, log_c, log_mass, log_mass_all, atoms_all, coeffs,
+            base, base_all, norm, norm_all, broken, broken_all):
+    """Add (sign 1) or remove (sign -1) column s's share of every group's sums."""
+    for t in range(t_count):
+        value, flag = _term(n[t, s], log_c[t, s], log_mass[t, s])
+        base[t] += sign * value
+        broken[t] += sign * flag
+        value, flag = _term(n[t, s], log_c[t, s], log_mass_all[s])
+        base_all[t] += sign * value
+        broken_all[t] += sign * flag
+        if inherited[t, s] > 0:
+            norm[t] += sign * coeffs[t, s]
+        if atoms_all[s] > 0:
+            norm_all[t] += sign * coeffs[t, s]
+
+
+@njit(cache=True)
+def _shift_atom(k, s, sign, counts, inherit, weight, n, inherited, mass, log_mass, mass_all, log_mass_all,
+                atoms_all, per_group, bad):
+    """Add (sign 1) or remove (sign -1) atom k, owned by s, from every statistic."""
+    w = weight[k]
+    mass_all[s] += sign * w
+    atoms_all[s] += sign
+    log_mass_all[s] = _log(mass_all[s]) if atoms_all[s] > 0 else -np.inf
+    for t in range(counts.shape[0]):
+        m, r = counts[t, k], inherit[t, k]
+        n[t, s] += sign * m
+        inherited[t, s] += sign * r
+        mass[t, s] = mass[t, s] + sign * r * w if inherited[t, s] > 0 else 0.0
+        log_mass[t, s] = _log(mass[t, s])
+        per_group[t] += sign * r
+        if m > 0 and r == 0:
+            bad[t] += sign
+
+
+@njit(cache=True)
+def move_atoms(counts, inherit, source, weight, coeffs, log_q, log_not_q, weight_prior, uniforms,
+               move_owner):  # pragma: no cover (compiled)
+    """counts m (T, K); inherit r (T, K) in {0, 1} and source s (K,) are updated in place;
+    weight_prior (K, S) = ln Gamma(w_k; alpha_j / L, 1); uniforms (K, T + 1).
+
+    The groups' sums base_t = sum_s n_ts (ln c_ts - ln W_ts), its fall-back base_all_t, and the
+    normalisers Z_t (norm, norm_all) are kept current: taking atom k out touches only its
+    owner's column."""
+    t_count, k_count = counts.shape
+    s_count = coeffs.shape[1]
+    n = np.zeros((t_count, s_count))
+    inherited = np.zeros((t_count, s_count), dtype=np.int64)  # R_ts
+    mass = np.zeros((t_count, s_count))  # W_ts
+    mass_all = np.zeros(s_count)
+    atoms_all = np.zeros(s_count, dtype=np.int64)
+    per_group = np.zeros(t_count, dtype=np.int64)  # atoms inherited by group t
+    bad = np.zeros(t_count, dtype=np.int64)  # used atoms that group t does not inherit
+    log_mass = np.full((t_count, s_count), -np.inf)
+    log_mass_all = np.full(s_count, -np.inf)
+    for k in range(k_count):
+        _shift_atom(k, source[k], 1, counts, inherit, weight, n, inherited, mass, log_mass, mass_all, log_mass_all,
+                    atoms_all, per_group, bad)
+    total = counts.sum(axis=1)
+    log_c = np.log(coeffs)
+    base, base_all = np.zeros(t_count), np.zeros(t_count)
+    norm, norm_all = np.zeros(t_count), np.zeros(t_count)
+    broken, broken_all = np.zeros(t_count, dtype=np.int64), np.zeros(t_count, dtype=np.int64)
+    for s in range(s_count):
+        _column(t_count, s, 1, n, inherited, log_c, log_mass, log_mass_all, atoms_all, coeffs, base, base_all,
+                norm, norm_all, broken, broken_all)
+    ll = np.empty((s_count, 2, t_count))
+    score = np.empty(s_count)
+    for k in range(k_count):
+        old, w = source[k], weight[k]
+        # take atom k out: only its owner's column changes
+        _column(t_count, old, -1, n, inherited, log_c, log_mass, log_mass_all, atoms_all, coeffs, base, base_all,
+                norm, norm_all, broken, broken_all)
+        _shift_atom(k, old, -1, counts, inherit, weight, n, inherited, mass, log_mass, mass_all, log_mass_all,
+                    atoms_all, per_group, bad)
+        _column(t_count, old, 1, n, inherited, log_c, log_mass, log_mass_all, atoms_all, coeffs, base, base_all,
+                norm, norm_all, broken, broken_all)
+        score[:] = -np.inf
+        for j in range(s_count):
+            if not move_owner and j != old:
+                continue
+            score[j] = weight_prior[k, j]
+            log_all_with = np.log(mass_all[j] + w)
+            for t in range(t_count):
+                m, c, lc = counts[t, k], coeffs[t, j], log_c[t, j]
+                both = -np.inf
+                for r in range(2):
+                    z_t = 1.0
+                    if per_group[t] + r == 0:  # the fall-back: every atom, W = Wall
+                        z_t = norm_all[t] - (c if atoms_all[j] > 0 else 0.0) + c
+                        before, lost = _term(n[t, j], lc, log_mass_all[j])
+                        after, gained = _term(n[t, j] + m, lc, log_all_with)
+                        value, flags = base_all[t] - before + after, broken_all[t] - lost + gained
+                    elif bad[t] > 0 or (m > 0 and r == 0):
+                        value, flags = 0.0, 1
+                    else:
+                        z_t = norm[t] - (c if inherited[t, j] > 0 else 0.0) + (c if inherited[t, j] + r > 0 else 0.0)
+                        log_new = log_mass[t, j] if r == 0 else np.log(mass[t, j] + w)
+                        before, lost = _term(n[t, j], lc, log_mass[t, j])
+                        after, gained = _term(n[t, j] + m, lc, log_new)
+                        value, flags = base[t] - before + after, broken[t] - lost + gained
+                    if flags > 0 or (total[t] > 0 and z_t <= 0):
+                        value = -np.inf
+                    elif total[t] > 0:
+                        value -= total[t] * np.log(z_t)
+                    ll[j, r, t] = value
+                    both = _logaddexp(both, value + (log_q[t, j] if r == 1 else log_not_q[t, j]))
+                score[j] += both
+        new = old
+        top = score.max()
+        if move_owner and top > -np.inf:
+            cumulative = 0.0
+            for j in range(s_count):
+                cumulative += np.exp(score[j] - top)
+            target = uniforms[k, t_count] * cumulative
+            cumulative = 0.0
+            for j in range(s_count):
+                if score[j] > -np.inf:
+                    new = j  # (the last possible owner, should rounding leave the target above the sum)
+                    cumulative += np.exp(score[j] - top)
+                    if cumulative > target:
+                        break
+        source[k] = new
+        if top > -np.inf or not move_owner:  # (no possible owner: the atom stays as it was)
+            for t in range(t_count):
+                on = ll[new, 1, t] + log_q[t, new]
+                off = ll[new, 0, t] + log_not_q[t, new]
+                if on == -np.inf:
+                    keep = 0.0
+                elif off == -np.inf:
+                    keep = 1.0
+                else:
+                    keep = 1.0 / (1.0 + np.exp(off - on))
+                inherit[t, k] = 1 if uniforms[k, t] < keep else 0
+        # put atom k back under its (new) owner
+        _column(t_count, new, -1, n, inherited, log_c, log_mass, log_mass_all, atoms_all, coeffs, base, base_all,
+                norm, norm_all, broken, broken_all)
+        _shift_atom(k, new, 1, counts, inherit, weight, n, inherited, mass, log_mass, mass_all, log_mass_all,
+                    atoms_all, per_group, bad)
+        _column(t_count, new, 1, n, inherited, log_c, log_mass, log_mass_all, atoms_all, coeffs, base, base_all,
+                norm, norm_all, broken, broken_all)

@@ -1,0 +1,147 @@
+"""``bnpzoo.CoupledDP``: fitting both families, perplexity, save/load, the CLI model."""
+
+import json
+
+import numpy as np
+import pyro
+import pytest
+import torch
+
+from bnpzoo import CoupledDP
+from bnpzoo.cli import main
+from bnpzoo.metrics import nmi
+
+TOPICS = [["apple", "pear", "plum", "fig"], ["car", "bus", "train", "tram"], ["red", "blue", "green", "pink"]]
+
+
+def _corpus(seed=0, docs_per_group=15):
+    """Six groups; group t writes from topic t mod 3 only, so groups t and t + 3 share a topic
+    (the model mixes per group: every word of group t is a draw from D_t)."""
+    rng = np.random.default_rng(seed)
+    docs, groups = [], []
+    for t in range(6):
+        for _ in range(docs_per_group):
+            docs.append(list(rng.choice(TOPICS[t % 3], size=12)))
+            groups.append(t)
+    return docs, np.array(groups)
+
+
+def test_topics_are_recovered_and_scored_by_perplexity():
+    docs, groups = _corpus()
+    est = CoupledDP(config="m-ldp", truncation=6, beta=0.1, max_iter=40, warmup=40, random_state=0).fit(docs, groups)
+    assert est.n_groups_ == 6 and est.q_.shape == (6, 7)
+    assert est.samples_["log_joint"].shape == (1, 40) and torch.isfinite(est.samples_["log_joint"]).all()
+    # every atom that holds data is one topic (a topic may have copies, in different latent DPs)
+    vocab = est.vocabulary_
+    mass = torch.stack([est.topic_word_[:, [vocab.index(w) for w in topic]].sum(1) for topic in TOPICS], 1)
+    big = est.weights_ > 0.05
+    assert (mass[big].max(1).values > 0.9).all() and set(mass[big].argmax(1).tolist()) == {0, 1, 2}
+    held_out, _ = _corpus(seed=1)
+    # 12 words, 4 per topic, one topic per document: close to 4, far from the uniform 12
+    assert est.perplexity(held_out) < 5
+    assert est.tokens_per_second_ > 0 and est.n_tokens_ == 6 * 15 * 12
+
+
+def test_save_and_load_keep_the_topics(tmp_path):
+    docs, groups = _corpus()
+    est = CoupledDP(truncation=4, max_iter=5, warmup=5, random_state=1).fit(docs, groups)
+    est.save(tmp_path / "m.pt")
+    back = CoupledDP.load(tmp_path / "m.pt")
+    assert torch.equal(back.topic_word_, est.topic_word_) and back.vocabulary_ == est.vocabulary_
+    assert back.perplexity(docs[:5]) == est.perplexity(docs[:5])
+
+
+def test_the_gaussian_family_finds_the_clusters_of_each_group():
+    rng = np.random.default_rng(0)
+    centres = np.array([[-6.0, 0.0], [6.0, 0.0], [0.0, 6.0]])
+    groups = np.repeat(np.arange(3), 60)
+    labels = (groups + rng.integers(2, size=groups.shape)) % 3  # group t: clusters t and t + 1
+    X = centres[labels] + rng.normal(size=(len(labels), 2))
+    est = CoupledDP(config="s-ldp", truncation=8, alpha=1.0, prior_shape=2.0, prior_rate=2.0, prior_kappa=0.01,
+                    max_iter=100, warmup=200, random_state=0).fit(X, groups)
+    predicted = est.predict(X, groups)
+    # within each group the clusters are found; across groups a cluster may be held by copies of
+    # one atom in different latent DPs (q = 0.5: a group inherits only part of H)
+    assert min(nmi(labels[groups == t], predicted[groups == t]) for t in range(3)) > 0.95
+    assert 3 <= est.n_clusters_ <= 6
+    with pytest.raises(ValueError, match="fitted groups"):
+        est.predict(X[:2], [0, 7])
+
+
+@pytest.mark.parametrize("args, message", [
+    (dict(X=[["a", "b"], ["c"]], groups=None), "needs groups"),
+    (dict(X=[["a", "b"], ["c"]], groups=[0]), "1 entries for 2 documents"),
+    (dict(X=[["a", "b"], ["c"]], groups=[0.5, 1.0]), "integers"),
+])
+def test_bad_input_is_named(args, message):
+    with pytest.raises(ValueError, match=message):
+        CoupledDP(max_iter=1, warmup=0).fit(args["X"], args["groups"])
+
+
+def test_bad_parameters_are_named():
+    with pytest.raises(ValueError, match="config"):
+        CoupledDP(config="nope").fit([["a"]], [0])
+    with pytest.raises(ValueError, match="truncation"):
+        CoupledDP(truncation=0).fit([["a"]], [0])
+
+
+def test_the_cli_fits_a_text_corpus_and_scores_held_out_documents(tmp_path, capsys):
+    docs, groups = _corpus(docs_per_group=5)
+    (tmp_path / "train.txt").write_text("\n".join(" ".join(d) for d in docs) + "\n")
+    (tmp_path / "groups.txt").write_text("\n".join(map(str, groups)) + "\n")
+    (tmp_path / "test.txt").write_text("\n".join(" ".join(d) for d in _corpus(seed=2, docs_per_group=2)[0]) + "\n")
+    argv = ["fit", "coupled-dp", "--inference", "gibbs", "--data", str(tmp_path / "train.txt"), "--groups",
+            str(tmp_path / "groups.txt"), "--test-data", str(tmp_path / "test.txt"), "--config", "sngp",
+            "--truncation", "5", "--iters", "30", "--warmup", "20", "--num-chains", "2", "--json"]
+    with pytest.warns(UserWarning, match="sequentially"):
+        assert main(argv) == 0
+    record = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert record["model"] == "coupled-dp" and record["n"] == 6 * 5 * 12 and record["d"] == 12
+    assert 1 < record["perplexity"] < 12 and record["tokens_per_second"] > 0 and record["iterations"] == 50
+    assert record["rhat"] is not None and np.isfinite(record["rhat"])
+
+
+def test_one_latent_dp_inherited_in_full_predicts_like_a_dp_mixture():
+    """q = 1 with one latent DP is the (truncated) DP mixture: D_t = H for every group. Its
+    posterior predictive p(x_new | x), estimated by the sampler, matches the DP mixture's with
+    the same finite Dirichlet(alpha / L) weights, computed exactly by enumerating every labelling."""
+    import itertools
+
+    from bnpzoo.inference import coupled_gibbs as gibbs
+    from bnpzoo.models.coupled_dp import model
+
+    pyro.set_rng_seed(0)
+    x, groups = torch.tensor([0, 0, 1, 2, 2, 2]), torch.tensor([0, 0, 0, 1, 1, 1])
+    vocab, atoms, alpha, beta = 3, 3, 1.5, 0.5
+    # exact: p(z) p(x | z) with weights ~ Dir(alpha / L) and topics ~ Dir(beta), both integrated out
+    def dirichlet_multinomial(counts, conc):
+        return (torch.lgamma(torch.tensor(conc * len(counts))) - torch.lgamma(counts.sum() + conc * len(counts))
+                + (torch.lgamma(counts + conc) - torch.lgamma(torch.tensor(conc))).sum())
+
+    exact = torch.zeros(vocab)
+    total = 0.0
+    for z in itertools.product(range(atoms), repeat=len(x)):
+        z = torch.tensor(z)
+        sizes = torch.bincount(z, minlength=atoms).double()
+        words = torch.zeros(atoms, vocab, dtype=torch.float64)
+        words.index_put_((z, x), torch.ones(len(x), dtype=torch.float64), accumulate=True)
+        weight = torch.exp(dirichlet_multinomial(sizes, alpha / atoms)
+                           + sum(dirichlet_multinomial(words[k], beta) for k in range(atoms)))
+        new_atom = (sizes + alpha / atoms) / (len(x) + alpha)
+        exact += weight * (new_atom[:, None] * (words + beta) / (words.sum(1, keepdim=True) + vocab * beta)).sum(0)
+        total += weight
+    exact /= total
+    problem = gibbs.Problem(x=x, groups=groups, q=torch.ones(2, 1, dtype=torch.float64), atoms_per_source=atoms,
+                            vocab_size=vocab, beta=beta, alpha_fixed=True)
+    trace = pyro.poutine.trace(model).get_trace(None, groups=groups, q=problem.q, atoms_per_source=atoms, alpha=alpha,
+                                                vocab_size=vocab, beta=beta)
+    state = gibbs.update_labels(problem, gibbs.state_from_trace(trace, "categorical", alpha))
+    estimate = torch.zeros(vocab, dtype=torch.float64)
+    draws = 6000
+    for i in range(draws + 500):
+        state = gibbs.sweep(problem, state)
+        if i >= 500:
+            weights = state.weight / state.weight.sum()
+            estimate += (weights[:, None] * gibbs.topic_word(problem, state)).sum(0)
+    estimate /= draws
+    assert torch.allclose(estimate, exact.double(), atol=0.01), (estimate, exact)
