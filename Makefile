@@ -25,8 +25,10 @@ test-slow: $(STAMP)
 	$(PY) -m pytest -q -m slow
 
 bench: $(STAMP)
+	$(PY) -m pip install --quiet -e ".[dev,bench]"
 	$(PY) benchmarks/bench_dp_gmm.py
 	$(PY) benchmarks/bench_stochastic.py
+	$(PY) benchmarks/bench_coupled.py
 
 notebooks: $(STAMP)
 	$(VENV)/bin/jupytext --to notebook tutorials/*.py
