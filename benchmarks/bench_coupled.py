@@ -106,7 +106,8 @@ def main():
         f"head500.noblanks.cor: {len(train)} training documents ({tokens} tokens) in {groups.max() + 1} groups, "
         f"{len(test)} test documents; {args.iters} iterations each.", "",
         "| model | held-out perplexity | tokens/s | ratio to tomotopy | topics |", "|---|---|---|---|---|"]
-    lines += [f"| {name} | {p:.1f} | {rate:,.0f} | {rate / reference:.2f} | {k} |" for name, p, rate, k in rows]
+    lines += [f"| {name} | {p:.1f} | " + (f"{rate:,.0f} | {rate / reference:.2f}" if np.isfinite(rate) else "- | -")
+              + f" | {k} |" for name, p, rate, k in rows]
     lines += ["", f"digits-bags (scenes set-up, 10 atoms per latent DP): 4 chains x ({args.chains_sweeps} warm-up + "
               f"{args.chains_sweeps} kept sweeps) under pyro.infer.MCMC: R-hat of the log joint {est.rhat_:.4f}; "
               f"{est.tokens_per_second_:,.0f} tokens/s; {est.sampling_seconds_:.0f} s."]

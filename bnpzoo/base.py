@@ -1,9 +1,11 @@
-"""What every bnpzoo estimator shares: parameters, checks, prediction, scoring, ArviZ, save/load.
+"""What bnpzoo's estimators share.
 
-A subclass declares ``_parameter_constraints`` (one place for allowed values, checked when
-``fit`` starts), implements ``fit`` and ``_log_joint_table(x)`` (ln pi_k + ln f(x_n | theta_k),
-an N x K tensor) and ``_posterior_draws(num_draws, rng)`` and ``_draw_log_likelihood(x, draw)`` for ArviZ, and lists its fitted
-tensors in ``_fitted_attributes``.
+``Estimator``: parameters (``_parameter_constraints``, one place for allowed values, checked when
+``fit`` starts), their checks, and save/load of the tensors listed in ``_fitted_attributes``.
+
+``MixtureEstimator`` adds prediction, scoring and ArviZ for mixtures of numeric rows: a subclass
+implements ``fit``, ``_log_joint_table(x)`` (ln pi_k + ln f(x_n | theta_k), an N x K tensor), and
+``_posterior_draws(num_draws, rng)`` and ``_draw_log_likelihood(x, draw)`` for ArviZ.
 """
 
 import inspect
@@ -18,7 +20,7 @@ FORMAT_VERSION = 1
 PREDICT_ROWS = 16384  # rows per block in predict_proba: the block's table stays in cache
 
 
-class MixtureEstimator:
+class Estimator:
     _parameter_constraints: dict = {}
     _fitted_attributes: tuple = ()
 
@@ -43,6 +45,33 @@ class MixtureEstimator:
     def _validate_params(self):
         check_params(self.get_params(), self._parameter_constraints)
 
+    def _check_fitted(self):
+        if not hasattr(self, "n_clusters_"):
+            raise ValueError(f"this {type(self).__name__} is not fitted yet: call fit(X) first")
+
+    # -- persistence -----------------------------------------------------------------------
+    def save(self, path) -> None:
+        """Write parameters and fitted state; ``load`` restores predictions exactly."""
+        self._check_fitted()
+        state = {}
+        for name in self._fitted_attributes:
+            value = getattr(self, name)
+            state[name] = value.detach().cpu() if isinstance(value, torch.Tensor) else value
+        torch.save({"format": FORMAT_VERSION, "class": type(self).__name__,
+                    "params": self.get_params(), "state": state}, path)
+
+    @classmethod
+    def load(cls, path, *, map_location=None):
+        blob = torch.load(path, map_location=map_location, weights_only=True)
+        if blob.get("class") != cls.__name__:
+            raise ValueError(f"{path} holds a {blob.get('class')}, not a {cls.__name__}")
+        est = cls(**blob["params"])
+        for name, value in blob["state"].items():
+            setattr(est, name, value)
+        return est
+
+
+class MixtureEstimator(Estimator):
     # -- data ------------------------------------------------------------------------------
     @property
     def _dtype(self):
@@ -58,10 +87,6 @@ class MixtureEstimator:
         if device.type == "cuda" and not torch.cuda.is_available():
             raise ValueError(f"device {self.device!r} was asked for but CUDA is not available here")
         return device
-
-    def _check_fitted(self):
-        if not hasattr(self, "n_clusters_"):
-            raise ValueError(f"this {type(self).__name__} is not fitted yet: call fit(X) first")
 
     def _input(self, X) -> torch.Tensor:
         self._check_fitted()
@@ -107,24 +132,3 @@ class MixtureEstimator:
         x = self._input(X)
         rng = np.random.default_rng(random_state)
         return inference_data(self, x, self._posterior_draws(num_draws, rng))
-
-    # -- persistence -----------------------------------------------------------------------
-    def save(self, path) -> None:
-        """Write parameters and fitted state; ``load`` restores predictions exactly."""
-        self._check_fitted()
-        state = {}
-        for name in self._fitted_attributes:
-            value = getattr(self, name)
-            state[name] = value.detach().cpu() if isinstance(value, torch.Tensor) else value
-        torch.save({"format": FORMAT_VERSION, "class": type(self).__name__,
-                    "params": self.get_params(), "state": state}, path)
-
-    @classmethod
-    def load(cls, path, *, map_location=None):
-        blob = torch.load(path, map_location=map_location, weights_only=True)
-        if blob.get("class") != cls.__name__:
-            raise ValueError(f"{path} holds a {blob.get('class')}, not a {cls.__name__}")
-        est = cls(**blob["params"])
-        for name, value in blob["state"].items():
-            setattr(est, name, value)
-        return est

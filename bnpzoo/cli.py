@@ -74,7 +74,7 @@ def _load(args, grouped: bool):
     dataset = datasets.load(args.data, labels=args.labels, groups=args.groups)
     held_out = read_corpus(args.test_data) if args.test_data else None
     if grouped != isinstance(dataset, Corpus):
-        raise UsageError(f"{dataset.name} is a corpus, for the grouped topic model coupled-dp" if grouped is False
+        raise UsageError(f"{dataset.name} is a corpus, for the grouped topic model coupled-dp" if not grouped
                          else f"coupled-dp fits a grouped corpus (.txt with --groups, a count matrix with --groups, "
                               f"or digits-bags), not {dataset.name}")
     if grouped and dataset.groups is None:

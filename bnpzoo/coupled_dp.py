@@ -15,7 +15,7 @@ import pyro
 import torch
 
 from bnpzoo._validation import Interval, OneOf, check_array
-from bnpzoo.base import MixtureEstimator
+from bnpzoo.base import Estimator
 from bnpzoo.corpus import Corpus
 from bnpzoo.inference import coupled_gibbs as gibbs
 from bnpzoo.inference.coupled_kernel import CoupledGibbsKernel, log_joint
@@ -26,7 +26,7 @@ from bnpzoo.perplexity import completion_perplexity
 INFERENCE = ("gibbs",)
 
 
-class CoupledDP(MixtureEstimator):
+class CoupledDP(Estimator):
     """Groups of observations, each group's mixture D_t = sum_s c_ts S_{q_ts}(H_s) built from
     latent DPs H_s ~ DP(alpha_s B) (seed 003 eq. (6)-(8)); see ``models.coupled_dp``.
 
@@ -84,7 +84,8 @@ class CoupledDP(MixtureEstimator):
     }
     _fitted_attributes = ("q_", "n_groups_", "n_clusters_", "weights_", "topic_word_", "vocabulary_", "means_",
                           "precisions_", "n_features_in_", "n_tokens_", "n_iter_", "fit_seconds_",
-                          "sampling_seconds_", "tokens_per_second_", "rhat_", "samples_", "group_values_", "group_weights_")
+                          "sampling_seconds_", "tokens_per_second_", "rhat_", "samples_", "group_values_",
+                          "group_weights_")
 
     def __init__(self, *, config="m-ldp", q=None, sigma=1.0, truncation=10, inference="gibbs", alpha=None,
                  beta=1.0, prior_mean=0.0, prior_kappa=1.0, prior_shape=1.0, prior_rate=1.0, max_iter=200,
@@ -116,20 +117,19 @@ class CoupledDP(MixtureEstimator):
         groups = np.asarray(groups)
         if groups.ndim != 1 or groups.dtype.kind not in "iu":
             raise ValueError(f"groups must be a 1-D array of integers, got {groups.dtype} of shape {groups.shape}")
+        values, group_index = np.unique(groups, return_inverse=True)
         if isinstance(X, (list, tuple)) and all(isinstance(doc, (list, tuple)) for doc in X):
             if len(X) != len(groups):
                 raise ValueError(f"groups has {len(groups)} entries for {len(X)} documents")
-            corpus = Corpus("train", [list(doc) for doc in X])
+            corpus = Corpus("train", list(X))
             vocab = [str(token) for token in corpus.vocabulary()]
             if not vocab:
                 raise ValueError("the corpus has no tokens")
             doc, word = corpus.token_arrays(vocab)
-            values, group_index = np.unique(groups, return_inverse=True)
             return torch.from_numpy(word), torch.from_numpy(group_index[doc]), values, vocab
         x = check_array(X, dtype=torch.float64)
         if len(groups) != x.shape[0]:
             raise ValueError(f"groups has {len(groups)} entries for {x.shape[0]} rows")
-        values, group_index = np.unique(groups, return_inverse=True)
         return x, torch.from_numpy(group_index), values, None
 
     def _q(self, num_groups):
@@ -148,19 +148,16 @@ class CoupledDP(MixtureEstimator):
             pyro.set_rng_seed(self.random_state)
         x, group_index, values, vocab = self._observations(X, groups)
         self.group_values_ = values.tolist()
-        family = "gaussian" if vocab is None else "categorical"
         self.n_groups_ = len(self.group_values_)
         self.q_ = self._q(self.n_groups_)
-        base = (dict(vocab_size=len(vocab), beta=float(self.beta)) if vocab is not None else
-                dict(prior_mean=float(self.prior_mean), prior_kappa=float(self.prior_kappa),
-                     prior_shape=float(self.prior_shape), prior_rate=float(self.prior_rate)))
-        fixed = {} if self.alpha is None else {"alpha": float(self.alpha)}
-        problem = gibbs.Problem(x=x, groups=group_index, q=self.q_, atoms_per_source=self.truncation,
-                                family=family, alpha_fixed=self.alpha is not None, **base)
-        model_kwargs = dict(groups=group_index, q=self.q_, atoms_per_source=self.truncation, family=family,
-                            **base, **fixed, **({} if vocab is not None else {"dim": x.shape[1]}))
+        problem = gibbs.Problem(
+            x=x, groups=group_index, q=self.q_, atoms_per_source=self.truncation,
+            family="gaussian" if vocab is None else "categorical", vocab_size=None if vocab is None else len(vocab),
+            beta=float(self.beta), prior_mean=float(self.prior_mean), prior_kappa=float(self.prior_kappa),
+            prior_shape=float(self.prior_shape), prior_rate=float(self.prior_rate),
+            alpha=None if self.alpha is None else float(self.alpha))
         with tempfile.TemporaryDirectory() as folder:
-            kernel = CoupledGibbsKernel(problem, model_kwargs, state_dir=folder)
+            kernel = CoupledGibbsKernel(problem, state_dir=folder)
             mcmc = MCMC(kernel, num_samples=self.max_iter, warmup_steps=self.warmup, num_chains=self.num_chains,
                         disable_progbar=not self.verbose)
             sampling = time.perf_counter()
@@ -170,7 +167,7 @@ class CoupledDP(MixtureEstimator):
         self.mcmc_ = mcmc
         self.samples_ = {name: value.cpu() for name, value in mcmc.get_samples(group_by_chain=True).items()}
         self.rhat_ = self._rhat()
-        best = max(states, key=lambda state: float(log_joint(problem, state, model_kwargs)))
+        best = max(states, key=lambda state: float(log_joint(problem, state)))
         self._keep(problem, best, vocab)
         self.n_features_in_ = len(vocab) if vocab is not None else int(x.shape[1])
         self.n_tokens_ = int(x.shape[0])
@@ -188,7 +185,7 @@ class CoupledDP(MixtureEstimator):
 
     def _keep(self, problem, state, vocab):
         """The fitted point summary: the used atoms of one state, largest first."""
-        t, s, k = problem.sizes
+        _, s, k = problem.sizes
         sizes = torch.bincount(state.z, minlength=k).double()
         used = torch.argsort(sizes, descending=True)[: int((sizes > 0).sum())]
         self.n_clusters_ = len(used)
@@ -213,7 +210,7 @@ class CoupledDP(MixtureEstimator):
         docs = docs.docs if isinstance(docs, Corpus) else docs
         return completion_perplexity(self.topic_word_.numpy(), self.vocabulary_, docs)
 
-    def to_arviz(self, *args, **kwargs):
+    def to_arviz(self):
         """The chains' summaries as ArviZ InferenceData (``arviz.from_pyro``), for R-hat and ESS."""
         import arviz as az
 
@@ -228,10 +225,9 @@ class CoupledDP(MixtureEstimator):
         if self.means_ is None:
             raise ValueError("predict applies to real vectors; for words use topic_word_ and perplexity()")
         x = check_array(X, dtype=torch.float64, n_features=self.n_features_in_)
-        groups = np.asarray(groups)
-        index = np.searchsorted(self.group_values_, groups)
-        if groups.shape != (x.shape[0],) or not np.array_equal(np.asarray(self.group_values_)[index.clip(0, self.n_groups_ - 1)], groups):
-            raise ValueError(f"groups must hold one of the fitted groups {list(self.group_values_)} for each row")
-        problem = gibbs.Problem(x=x, groups=torch.from_numpy(index), q=self.q_, atoms_per_source=1, family="gaussian")
-        density = gibbs.component_log_density(problem, {"mean": self.means_, "precision": self.precisions_})
+        position = {value: t for t, value in enumerate(self.group_values_)}
+        index = [position.get(value) for value in np.asarray(groups).tolist()]
+        if len(index) != x.shape[0] or None in index:
+            raise ValueError(f"groups must hold one of the fitted groups {self.group_values_} for each row")
+        density = gibbs.gaussian_log_density(x, {"mean": self.means_, "precision": self.precisions_})
         return (self.group_weights_.log()[index] + density).argmax(1).numpy()

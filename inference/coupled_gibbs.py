@@ -38,6 +38,7 @@ where the data lie.
 """
 
 from dataclasses import dataclass, replace
+from functools import cached_property
 
 import numpy as np
 import torch
@@ -60,7 +61,8 @@ class GibbsState:
 
 @dataclass(frozen=True)
 class Problem:
-    """The data and the fixed settings of one sampler."""
+    """The data and the fixed settings of one sampler; ``alpha`` fixes the concentrations (None:
+    sampled under Gamma(alpha_prior))."""
 
     x: torch.Tensor  # (N,) word ids or (N, D) reals
     groups: torch.Tensor  # (N,) long
@@ -73,13 +75,28 @@ class Problem:
     prior_kappa: float = 1.0
     prior_shape: float = 1.0
     prior_rate: float = 1.0
-    alpha_fixed: bool = False
+    alpha: float | None = None
     alpha_prior: tuple = (0.1, 0.1)  # Gamma(shape, rate) of each alpha_s
     alpha_step: float = 0.5
 
     @property
     def sizes(self):
         return self.q.shape[0], self.q.shape[1], self.q.shape[1] * self.atoms_per_source
+
+    @property
+    def model_kwargs(self) -> dict:
+        """The keyword arguments of ``models.coupled_dp.model`` for this problem."""
+        kwargs = dict(groups=self.groups, q=self.q, atoms_per_source=self.atoms_per_source, family=self.family,
+                      alpha=self.alpha, alpha_prior=self.alpha_prior)
+        if self.family == "categorical":
+            return dict(kwargs, vocab_size=self.vocab_size, beta=self.beta)
+        return dict(kwargs, prior_mean=self.prior_mean, prior_kappa=self.prior_kappa, prior_shape=self.prior_shape,
+                    prior_rate=self.prior_rate, dim=self.x.shape[1])
+
+    @cached_property
+    def host_arrays(self) -> tuple:
+        """(x, groups) as int64 numpy arrays for the compiled label step, converted once (words)."""
+        return _numpy(self.x, np.int64), _numpy(self.groups, np.int64)
 
 
 # -- pieces shared by the steps -------------------------------------------------------------
@@ -91,10 +108,9 @@ def label_counts(problem: Problem, z: torch.Tensor) -> torch.Tensor:
     return counts.view(t, k)
 
 
-def component_log_density(problem: Problem, params: dict) -> torch.Tensor:
-    """ln f(x_n; phi_k), (N, K), Gaussian atoms."""
+def gaussian_log_density(x: torch.Tensor, params: dict) -> torch.Tensor:
+    """ln N(x_n; mean_k, diag(1 / precision_k)), (N, K), through matrix products."""
     lam, mu = params["precision"], params["mean"]
-    x = problem.x
     quad = (x * x) @ lam.T - 2 * x @ (lam * mu).T + (lam * mu * mu).sum(1)
     return 0.5 * (lam.log().sum(1) - quad - x.shape[1] * torch.log(torch.tensor(2 * torch.pi, dtype=x.dtype)))
 
@@ -108,7 +124,6 @@ def _sample_dirichlet_masked(concentration, mask):
     return g / torch.where(total > 0, total, torch.ones_like(total))
 
 
-# -- the steps -----------------------------------------------------------------------------------
 def word_counts(problem: Problem, z: torch.Tensor) -> torch.Tensor:
     """n_kw: tokens of word w on atom k, (K, V)."""
     _, _, k = problem.sizes
@@ -144,8 +159,8 @@ def data_log_likelihood(problem: Problem, state: GibbsState) -> torch.Tensor:
     """ln p(x | z, atoms); words: ln p(x | z) with the topics integrated out."""
     if problem.family == "categorical":
         return collapsed_word_log_likelihood(problem, state.z)
-    lam, mu, x = state.params["precision"][state.z], state.params["mean"][state.z], problem.x
-    return 0.5 * (lam.log() - lam * (x - mu) ** 2 - torch.log(torch.tensor(2 * torch.pi, dtype=x.dtype))).sum()
+    lam, mu = state.params["precision"][state.z], state.params["mean"][state.z]
+    return torch.distributions.Normal(mu, lam.rsqrt(), validate_args=False).log_prob(problem.x).sum()
 
 
 def prior_labels(problem: Problem, state: GibbsState) -> GibbsState:
@@ -164,17 +179,17 @@ def _numpy(tensor, dtype=np.float64):
     return np.ascontiguousarray(tensor.detach().cpu().numpy().astype(dtype))
 
 
+# -- the steps -----------------------------------------------------------------------------------
 def update_labels(problem: Problem, state: GibbsState) -> GibbsState:  # step 1
-    _, s, k = problem.sizes
+    _, s, _ = problem.sizes
     mix = mixing_weights(state.coeffs, state.inherit, state.weight, state.source, s)
     if problem.family == "categorical":
         z = _numpy(state.z, np.int64)
-        uniforms = _numpy(torch.rand(z.shape[0], dtype=torch.float64))
-        coupled_numba.collapsed_labels(_numpy(problem.x, np.int64), _numpy(problem.groups, np.int64), z, _numpy(mix),
-                                       _numpy(word_counts(problem, state.z).T), _numpy(torch.bincount(state.z, minlength=k)),
-                                       float(problem.beta), uniforms)
+        counts = word_counts(problem, state.z)
+        coupled_numba.collapsed_labels(*problem.host_arrays, z, _numpy(mix), _numpy(counts.T), _numpy(counts.sum(1)),
+                                       float(problem.beta), _numpy(torch.rand(z.shape[0], dtype=torch.float64)))
         return replace(state, z=torch.from_numpy(z).to(state.z.device))
-    logits = mix.log()[problem.groups] + component_log_density(problem, state.params)
+    logits = mix.log()[problem.groups] + gaussian_log_density(problem.x, state.params)
     z = torch.distributions.Categorical(logits=logits, validate_args=False).sample()
     return replace(state, z=z)
 
@@ -210,8 +225,8 @@ def update_coefficients(problem: Problem, state: GibbsState) -> GibbsState:  # s
     mass_in = torch.where(inside, conc, torch.zeros_like(conc)).sum(-1)
     mass_out = torch.where(outside, conc, torch.zeros_like(conc)).sum(-1)
     g_in = _floored(torch.distributions.Gamma(mass_in.clamp_min(1e-300), 1.0, validate_args=False).sample())
-    g_out = torch.where(mass_out > 0, torch.distributions.Gamma(mass_out.clamp_min(1e-300), 1.0, validate_args=False).sample(),
-                        torch.zeros_like(mass_out))
+    g_out = torch.distributions.Gamma(mass_out.clamp_min(1e-300), 1.0, validate_args=False).sample()
+    g_out = torch.where(mass_out > 0, g_out, torch.zeros_like(mass_out))
     share = (g_in / (g_in + g_out))[:, None]
     coeffs = torch.where(problem.q > 0, _floored(share * a + (1 - share) * b), torch.zeros_like(a))
     return replace(state, coeffs=coeffs / coeffs.sum(-1, keepdim=True))
@@ -249,9 +264,8 @@ def update_weights(problem: Problem, state: GibbsState) -> GibbsState:  # step 6
     counts = label_counts(problem, state.z)
     owner, effective, mass = inherited_mass(state.inherit, state.weight, state.source, s)  # W_ts
     per_source = counts @ owner  # n_ts
-    aux = torch.where(per_source > 0,
-                      torch.distributions.Gamma(per_source.clamp_min(1.0), mass.clamp_min(1e-300), validate_args=False).sample(),
-                      torch.zeros_like(mass))
+    aux = torch.distributions.Gamma(per_source.clamp_min(1.0), mass.clamp_min(1e-300), validate_args=False).sample()
+    aux = torch.where(per_source > 0, aux, torch.zeros_like(mass))
     rate = 1 + (effective * aux[:, state.source]).sum(0)
     shape = state.alpha[state.source] / problem.atoms_per_source + counts.sum(0)
     weight = torch.distributions.Gamma(shape, rate, validate_args=False).sample()
@@ -265,32 +279,33 @@ def _floored(draws):
     return draws.clamp_min(torch.finfo(draws.dtype).tiny)
 
 
+def _coefficient_terms(problem: Problem, state: GibbsState, alpha: torch.Tensor) -> torch.Tensor:
+    """(T, S): (alpha_s q_ts - 1) ln c_ts - ln G(alpha_s q_ts) on the support q_ts > 0, 0 elsewhere;
+    ln Dir(c_t; alpha q_t) is their row sum plus ln G(sum_s alpha_s q_ts)."""
+    tiny = torch.finfo(alpha.dtype).tiny
+    conc = alpha * problem.q
+    terms = (conc - 1) * state.coeffs.clamp_min(tiny).log() - torch.lgamma(conc.clamp_min(tiny))
+    return torch.where(problem.q > 0, terms, torch.zeros_like(terms))
+
+
 def coefficient_log_density(problem: Problem, state: GibbsState) -> torch.Tensor:
     """sum_t ln Dir(c_t; alpha q_t) over the sources group t can inherit (q_ts > 0; c_ts = 0 elsewhere)."""
-    support = problem.q > 0
-    conc = torch.where(support, state.alpha * problem.q, torch.ones_like(problem.q))
-    log_c = torch.where(support, state.coeffs.clamp_min(torch.finfo(conc.dtype).tiny).log(), torch.zeros_like(conc))
-    terms = torch.where(support, (conc - 1) * log_c - torch.lgamma(conc), torch.zeros_like(conc))
-    return (torch.lgamma(torch.where(support, conc, torch.zeros_like(conc)).sum(1)) + terms.sum(1)).sum()
+    return torch.lgamma(problem.q @ state.alpha).sum() + _coefficient_terms(problem, state, state.alpha).sum()
 
 
 def _alpha_own_terms(problem: Problem, state: GibbsState, alpha: torch.Tensor) -> torch.Tensor:
     """(S,): the terms of ln p(alpha) + ln p(w | alpha, s) + ln p(c | alpha) that involve alpha_j
     alone, plus ln alpha_j (the log-normal walk's Jacobian, q(a | a') / q(a' | a) = a' / a). The
     rest, sum_t ln G(sum_s alpha_s q_ts), couples the sources."""
-    s = problem.sizes[1]
-    owner = torch.nn.functional.one_hot(state.source, s).to(alpha.dtype)
+    owner = torch.nn.functional.one_hot(state.source, problem.sizes[1]).to(alpha.dtype)
     weights = torch.distributions.Gamma(alpha / problem.atoms_per_source, 1.0, validate_args=False)
-    conc = alpha * problem.q
-    support = problem.q > 0
-    coeffs = torch.where(support, (conc - 1) * state.coeffs.clamp_min(torch.finfo(alpha.dtype).tiny).log()
-                         - torch.lgamma(conc.clamp_min(torch.finfo(alpha.dtype).tiny)), torch.zeros_like(conc))
     return (torch.distributions.Gamma(*problem.alpha_prior, validate_args=False).log_prob(alpha)
-            + (weights.log_prob(state.weight[:, None]) * owner).sum(0) + coeffs.sum(0) + alpha.log())
+            + (weights.log_prob(state.weight[:, None]) * owner).sum(0)
+            + _coefficient_terms(problem, state, alpha).sum(0) + alpha.log())
 
 
 def update_alpha(problem: Problem, state: GibbsState) -> GibbsState:  # step 7
-    if problem.alpha_fixed:
+    if problem.alpha is not None:
         return state
     alpha = state.alpha.to(problem.q.dtype)
     proposal = alpha * torch.exp(problem.alpha_step * torch.randn_like(alpha))
@@ -316,19 +331,15 @@ def sweep(problem: Problem, state: GibbsState) -> GibbsState:
     return state
 
 
-def state_from_trace(trace, family: str, alpha=None) -> GibbsState:
-    """The latent values of a ``models.coupled_dp`` trace as a sampler state (``alpha``: the
-    value the program was given, when it did not sample one)."""
+def state_from_trace(trace, problem: Problem) -> GibbsState:
+    """The latent values of a ``models.coupled_dp`` trace of this problem as a sampler state."""
     value = lambda name: trace.nodes[name]["value"]  # noqa: E731
-    params = {} if family == "categorical" else {"mean": value("mean"), "precision": value("precision")}
-    q = trace.nodes["_INPUT"]["kwargs"]["q"] if "_INPUT" in trace.nodes else None
-    coeffs = _floored(value("coeffs").squeeze(-2))
-    if q is not None:
-        coeffs = torch.where(q > 0, coeffs, torch.zeros_like(coeffs))
+    params = {} if problem.family == "categorical" else {"mean": value("mean"), "precision": value("precision")}
+    coeffs = torch.where(problem.q > 0, _floored(value("coeffs").squeeze(-2)), torch.zeros_like(problem.q))
     coeffs = coeffs / coeffs.sum(-1, keepdim=True)
-    if "alpha" in trace.nodes:
+    if problem.alpha is None:
         alpha = value("alpha")
     else:
-        alpha = torch.as_tensor(alpha, dtype=coeffs.dtype, device=coeffs.device).expand(coeffs.shape[-1]).clone()
+        alpha = torch.full((problem.sizes[1],), float(problem.alpha), dtype=coeffs.dtype, device=coeffs.device)
     return GibbsState(alpha=alpha, source=value("source"), weight=_floored(value("weight")), params=params,
                       coeffs=coeffs, inherit=value("inherit"), z=value("z"))

@@ -28,14 +28,14 @@ from bnpzoo.inference import coupled_gibbs as gibbs
 from bnpzoo.models.coupled_dp import model as coupled_model
 
 
-def _latent_trace(problem: gibbs.Problem, model_kwargs: dict, values: dict | None = None):
+def _latent_trace(problem: gibbs.Problem, values: dict | None = None):
     """A trace of the program's latent sites (conditioned on ``values``), with the data plate cut
     to one observation: its sites, one per observation, are what the sampler handles by counts."""
     program = coupled_model if values is None else pyro.condition(coupled_model, data=values)
-    return pyro.poutine.trace(program).get_trace(None, **dict(model_kwargs, groups=problem.groups[:1]))
+    return pyro.poutine.trace(program).get_trace(None, **dict(problem.model_kwargs, groups=problem.groups[:1]))
 
 
-def log_joint(problem: gibbs.Problem, state: gibbs.GibbsState, model_kwargs: dict) -> torch.Tensor:
+def log_joint(problem: gibbs.Problem, state: gibbs.GibbsState) -> torch.Tensor:
     """ln p(x, latents): the Pyro program scored at the state for every latent site, plus the
     data sites through their counts, sum_tk m_tk ln D_t(k) + ln p(x | z). Words: the sampler
     collapses the topics, so phi is left out and ln p(x | z) integrates it. The coefficients c_t
@@ -43,12 +43,12 @@ def log_joint(problem: gibbs.Problem, state: gibbs.GibbsState, model_kwargs: dic
     concentration, where the sampler keeps c_ts = 0 exactly)."""
     values = {"source": state.source, "weight": state.weight, "coeffs": state.coeffs.unsqueeze(-2),
               "inherit": state.inherit, **state.params}
-    if not problem.alpha_fixed:
+    if problem.alpha is None:
         values["alpha"] = state.alpha
     scored = [name for name in values if name != "coeffs"]  # c_t: scored on its support, below
     if problem.family == "categorical":  # a placeholder, not scored: spares K x V gamma draws
         values["phi"] = torch.full((1, problem.vocab_size), 1.0 / problem.vocab_size).expand(problem.sizes[2], -1)
-    trace = _latent_trace(problem, model_kwargs, values)
+    trace = _latent_trace(problem, values)
     trace.compute_log_prob(site_filter=lambda name, site: name in scored)
     latents = sum(trace.nodes[name]["log_prob_sum"] for name in scored)
     return (latents + gibbs.coefficient_log_density(problem, state) + gibbs.label_log_likelihood(problem, state)
@@ -56,11 +56,10 @@ def log_joint(problem: gibbs.Problem, state: gibbs.GibbsState, model_kwargs: dic
 
 
 class CoupledGibbsKernel(MCMCKernel):
-    """``model_kwargs``: the keyword arguments of ``models.coupled_dp.model`` for this problem
-    (groups, q, atoms_per_source, family and its base-measure settings, alpha if fixed)."""
+    """One chain of the sampler on ``problem``; ``state_dir``: a folder for the final states."""
 
-    def __init__(self, problem: gibbs.Problem, model_kwargs: dict, *, init_sweeps: int = 1, state_dir=None):
-        self.problem, self.model_kwargs, self.init_sweeps = problem, model_kwargs, init_sweeps
+    def __init__(self, problem: gibbs.Problem, *, init_sweeps: int = 1, state_dir=None):
+        self.problem, self.init_sweeps = problem, init_sweeps
         self.state_dir = state_dir
         self.transforms = {}
         self.model = None  # arviz.from_pyro reads it; None skips its observed-data group
@@ -71,8 +70,7 @@ class CoupledGibbsKernel(MCMCKernel):
     def _initial_state(self) -> gibbs.GibbsState:
         """Latents from the prior (the program run without data), labels from the groups'
         mixtures, then labels given the data."""
-        trace = _latent_trace(self.problem, self.model_kwargs)
-        state = gibbs.state_from_trace(trace, self.problem.family, self.model_kwargs.get("alpha"))
+        state = gibbs.state_from_trace(_latent_trace(self.problem), self.problem)
         state = gibbs.update_labels(self.problem, gibbs.prior_labels(self.problem, state))
         for _ in range(self.init_sweeps):
             state = gibbs.sweep(self.problem, state)
@@ -83,7 +81,7 @@ class CoupledGibbsKernel(MCMCKernel):
         counts = gibbs.label_counts(self.problem, state.z)
         used = (counts.sum(0) > 0).to(counts.dtype)
         owner = torch.nn.functional.one_hot(state.source, s).to(counts.dtype)
-        return {"log_joint": log_joint(self.problem, state, self.model_kwargs),
+        return {"log_joint": log_joint(self.problem, state),
                 "atoms_per_source": used @ owner, "atoms_per_group": (counts > 0).to(counts.dtype).sum(1),
                 "alpha": state.alpha.clone()}
 

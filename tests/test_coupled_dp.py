@@ -132,10 +132,9 @@ def test_one_latent_dp_inherited_in_full_predicts_like_a_dp_mixture():
         total += weight
     exact /= total
     problem = gibbs.Problem(x=x, groups=groups, q=torch.ones(2, 1, dtype=torch.float64), atoms_per_source=atoms,
-                            vocab_size=vocab, beta=beta, alpha_fixed=True)
-    trace = pyro.poutine.trace(model).get_trace(None, groups=groups, q=problem.q, atoms_per_source=atoms, alpha=alpha,
-                                                vocab_size=vocab, beta=beta)
-    state = gibbs.update_labels(problem, gibbs.state_from_trace(trace, "categorical", alpha))
+                            vocab_size=vocab, beta=beta, alpha=alpha)
+    trace = pyro.poutine.trace(model).get_trace(None, **problem.model_kwargs)
+    state = gibbs.update_labels(problem, gibbs.state_from_trace(trace, problem))
     estimate = torch.zeros(vocab, dtype=torch.float64)
     draws = 6000
     for i in range(draws + 500):

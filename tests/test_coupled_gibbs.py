@@ -21,7 +21,8 @@ def _draw(family):
     """(state, data) drawn from the program itself."""
     trace = pyro.poutine.trace(model).get_trace(None, groups=GROUPS, q=Q, atoms_per_source=2, alpha_prior=ALPHA_PRIOR,
                                                 family=family, **FAMILIES[family])
-    return gibbs.state_from_trace(trace, family), trace.nodes["x"]["value"]
+    x = trace.nodes["x"]["value"]
+    return gibbs.state_from_trace(trace, _problem(family, x)), x
 
 
 def _problem(family, x):
@@ -109,8 +110,7 @@ def test_the_kernel_runs_under_pyro_mcmc_and_exports_to_arviz():
     from bnpzoo.inference.coupled_kernel import CoupledGibbsKernel
 
     _, x = _draw("categorical")
-    kwargs = dict(groups=GROUPS, q=Q, atoms_per_source=2, vocab_size=3, alpha_prior=ALPHA_PRIOR)
-    kernel = CoupledGibbsKernel(_problem("categorical", x), kwargs)
+    kernel = CoupledGibbsKernel(_problem("categorical", x))
     mcmc = MCMC(kernel, num_samples=30, warmup_steps=10, num_chains=2, disable_progbar=True)
     mcmc.run()
     samples = mcmc.get_samples(group_by_chain=True)
@@ -146,4 +146,4 @@ def test_the_kernels_log_joint_is_the_programs(family):
         counts = torch.zeros(4, 3).index_put_((state.z, x), torch.ones(len(x)), accumulate=True)
         expected = expected + (torch.lgamma(torch.tensor(3.0)) - torch.lgamma(counts.sum(1) + 3)).sum() \
             + torch.lgamma(counts + 1).sum()
-    assert torch.allclose(log_joint(problem, state, kwargs), expected)
+    assert torch.allclose(log_joint(problem, state), expected)
