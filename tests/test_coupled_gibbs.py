@@ -44,7 +44,9 @@ def _statistics(family, state, x):
     squash = lambda v: v / (1 + v.abs())  # noqa: E731  bounded, so means have finite variance
     common = [state.coeffs[:, 0].mean(), state.inherit.mean(), (state.source == 0).double().mean(),
               squash(state.weight).mean(), (state.z == 0).double().mean(),
-              (state.source[state.z] == 0).double().mean(), (state.z < 2).double().mean(), squash(state.alpha).mean()]
+              (state.source[state.z] == 0).double().mean(), (state.z < 2).double().mean(), squash(state.alpha).mean(),
+              (state.z[GROUPS == 0, None] == state.z[None, GROUPS == 1]).double().mean(),  # shared across groups
+              (torch.bincount(state.z, minlength=state.weight.shape[0]) > 0).double().mean()]  # atoms used
     if family == "categorical":
         specific = [(x == 0).double().mean(), (x[:4] == x[4:]).double().mean()]
     else:
