@@ -141,11 +141,13 @@ def topic_word(problem: Problem, state: GibbsState) -> torch.Tensor:
 def collapsed_word_log_likelihood(problem: Problem, z: torch.Tensor) -> torch.Tensor:
     """ln p(x | z) with every topic's Dirichlet(beta) integrated out:
     sum_k [ln G(V beta) - ln G(n_k + V beta) + sum_w (ln G(n_kw + beta) - ln G(beta))]."""
-    counts = word_counts(problem, z)
-    beta, vbeta = torch.tensor(problem.beta, dtype=counts.dtype), problem.vocab_size * problem.beta
-    used = counts[counts > 0]
-    return (torch.lgamma(torch.tensor(vbeta, dtype=counts.dtype)) * counts.shape[0]
-            - torch.lgamma(counts.sum(1) + vbeta).sum() + (torch.lgamma(used + beta) - torch.lgamma(beta)).sum())
+    _, _, k = problem.sizes
+    dtype = problem.q.dtype
+    _, used = torch.unique(z * problem.vocab_size + problem.x, return_counts=True)  # the n_kw > 0, no K x V table
+    totals = torch.bincount(z, minlength=k).to(dtype)  # n_k
+    beta, vbeta = torch.tensor(problem.beta, dtype=dtype), torch.tensor(problem.vocab_size * problem.beta, dtype=dtype)
+    return (torch.lgamma(vbeta) * k - torch.lgamma(totals + vbeta).sum()
+            + (torch.lgamma(used.to(dtype) + beta) - torch.lgamma(beta)).sum())
 
 
 def label_log_likelihood(problem: Problem, state: GibbsState) -> torch.Tensor:
@@ -185,9 +187,8 @@ def update_labels(problem: Problem, state: GibbsState) -> GibbsState:  # step 1
     mix = mixing_weights(state.coeffs, state.inherit, state.weight, state.source, s)
     if problem.family == "categorical":
         z = _numpy(state.z, np.int64)
-        counts = word_counts(problem, state.z)
-        coupled_numba.collapsed_labels(*problem.host_arrays, z, _numpy(mix), _numpy(counts.T), _numpy(counts.sum(1)),
-                                       float(problem.beta), _numpy(torch.rand(z.shape[0], dtype=torch.float64)))
+        coupled_numba.collapsed_labels(*problem.host_arrays, z, _numpy(mix), problem.vocab_size, float(problem.beta),
+                                       _numpy(torch.rand(z.shape[0], dtype=torch.float64)))
         return replace(state, z=torch.from_numpy(z).to(state.z.device))
     logits = mix.log()[problem.groups] + gaussian_log_density(problem.x, state.params)
     z = torch.distributions.Categorical(logits=logits, validate_args=False).sample()

@@ -3,8 +3,8 @@
 Two of its steps are sequential by nature and run here under numba, on CPU arrays; the caller
 passes torch-drawn uniforms, so runs are reproducible under ``pyro.set_rng_seed``.
 
-``collapsed_labels`` (step 1 for words, topics phi collapsed): token by token (counts kept
-word-major, so that one token's atoms lie side by side),
+``collapsed_labels`` (step 1 for words, topics phi collapsed): token by token (counts built
+from z and kept word-major, so that one token's atoms lie side by side),
     p(z_ti = k | z_-ti, x, D_t)  propto  D_t(k) (n_kw^-ti + beta) / (n_k^-ti + V beta)
 (seed 003 eq. (10)-(11) with the atom's Dirichlet(beta) base integrated out). Only the atoms
 group t reaches (D_t(k) > 0) are scored.
@@ -27,10 +27,14 @@ from numba import njit
 
 
 @njit(cache=True)
-def collapsed_labels(x, groups, z, mixing, nwk, nk, beta, uniforms):  # pragma: no cover (compiled)
-    """z (N,) is updated in place; nwk (V, K) and nk (K,) are the counts of z (updated too)."""
+def collapsed_labels(x, groups, z, mixing, vocab, beta, uniforms):  # pragma: no cover (compiled)
+    """z (N,) is updated in place; ``vocab`` is V, the words' range."""
     t_count, k_count = mixing.shape
-    vocab = nwk.shape[0]
+    nwk = np.zeros((vocab, k_count))  # n_kw, word-major
+    nk = np.zeros(k_count)
+    for i in range(x.shape[0]):
+        nwk[x[i], z[i]] += 1
+        nk[z[i]] += 1
     reach = np.zeros((t_count, k_count), dtype=np.int64)  # atoms of each group with D_t(k) > 0
     reach_mixing = np.zeros((t_count, k_count))
     width = np.zeros(t_count, dtype=np.int64)
