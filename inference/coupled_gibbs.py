@@ -143,7 +143,12 @@ def collapsed_word_log_likelihood(problem: Problem, z: torch.Tensor) -> torch.Te
     sum_k [ln G(V beta) - ln G(n_k + V beta) + sum_w (ln G(n_kw + beta) - ln G(beta))]."""
     _, _, k = problem.sizes
     dtype = problem.q.dtype
-    _, used = torch.unique(z * problem.vocab_size + problem.x, return_counts=True)  # the n_kw > 0, no K x V table
+    keys = z * problem.vocab_size + problem.x
+    if k * problem.vocab_size <= len(keys):  # the nonzero n_kw: a K x V count table when it is no larger than
+        used = torch.bincount(keys, minlength=k * problem.vocab_size)  # the data (O(N + K V)), else a sort
+        used = used[used > 0]
+    else:
+        _, used = torch.unique(keys, return_counts=True)
     totals = torch.bincount(z, minlength=k).to(dtype)  # n_k
     beta, vbeta = torch.tensor(problem.beta, dtype=dtype), torch.tensor(problem.vocab_size * problem.beta, dtype=dtype)
     return (torch.lgamma(vbeta) * k - torch.lgamma(totals + vbeta).sum()
