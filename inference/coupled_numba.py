@@ -96,7 +96,9 @@ def _logaddexp(a, b):
 @njit(cache=True)
 def _column(t_count, s, sign, n, inherited, log_c, log_mass, log_mass_all, atoms_all, coeffs,
             base, base_all, norm, norm_all, broken, broken_all):
-    """Add (sign 1) or remove (sign -1) column s's share of every group's sums."""
+    """Add (sign 1) or remove (sign -1) column s's share of every group's sums. The normalisers
+    Z_t are summed afresh on adding (coefficients span hundreds of orders of magnitude, and
+    Z - c_ts would leave rounding residue of c_ts's size where the rest of Z is far smaller)."""
     for t in range(t_count):
         value, flag = _term(n[t, s], log_c[t, s], log_mass[t, s])
         base[t] += sign * value
@@ -104,25 +106,40 @@ def _column(t_count, s, sign, n, inherited, log_c, log_mass, log_mass_all, atoms
         value, flag = _term(n[t, s], log_c[t, s], log_mass_all[s])
         base_all[t] += sign * value
         broken_all[t] += sign * flag
-        if inherited[t, s] > 0:
-            norm[t] += sign * coeffs[t, s]
-        if atoms_all[s] > 0:
-            norm_all[t] += sign * coeffs[t, s]
+        if sign > 0:
+            norm[t], norm_all[t] = 0.0, 0.0
+            for j in range(coeffs.shape[1]):
+                norm[t] += coeffs[t, j] if inherited[t, j] > 0 else 0.0
+                norm_all[t] += coeffs[t, j] if atoms_all[j] > 0 else 0.0
 
 
 @njit(cache=True)
-def _shift_atom(k, s, sign, counts, inherit, weight, n, inherited, mass, log_mass, mass_all, log_mass_all,
+def _shift_atom(k, s, sign, counts, inherit, weight, source, n, inherited, mass, log_mass, mass_all, log_mass_all,
                 atoms_all, per_group, bad):
-    """Add (sign 1) or remove (sign -1) atom k, owned by s, from every statistic."""
+    """Add (sign 1) or remove (sign -1) atom k, owned by s, from every statistic. Removing sums the
+    column's masses afresh: weights span hundreds of orders of magnitude, and W - w_k would leave
+    rounding residue of w_k's size where the rest of W is far smaller."""
     w = weight[k]
-    mass_all[s] += sign * w
     atoms_all[s] += sign
+    if sign > 0:
+        mass_all[s] += w
+        for t in range(counts.shape[0]):
+            mass[t, s] += inherit[t, k] * w
+    else:
+        mass_all[s] = 0.0
+        mass[:, s] = 0.0
+        for j in range(weight.shape[0]):
+            if source[j] == s and j != k:
+                mass_all[s] += weight[j]
+                for t in range(counts.shape[0]):
+                    mass[t, s] += inherit[t, j] * weight[j]
     log_mass_all[s] = _log(mass_all[s]) if atoms_all[s] > 0 else -np.inf
     for t in range(counts.shape[0]):
         m, r = counts[t, k], inherit[t, k]
         n[t, s] += sign * m
         inherited[t, s] += sign * r
-        mass[t, s] = mass[t, s] + sign * r * w if inherited[t, s] > 0 else 0.0
+        if inherited[t, s] == 0:
+            mass[t, s] = 0.0
         log_mass[t, s] = _log(mass[t, s])
         per_group[t] += sign * r
         if m > 0 and r == 0:
@@ -150,8 +167,8 @@ def move_atoms(counts, inherit, source, weight, coeffs, log_q, log_not_q, weight
     log_mass = np.full((t_count, s_count), -np.inf)
     log_mass_all = np.full(s_count, -np.inf)
     for k in range(k_count):
-        _shift_atom(k, source[k], 1, counts, inherit, weight, n, inherited, mass, log_mass, mass_all, log_mass_all,
-                    atoms_all, per_group, bad)
+        _shift_atom(k, source[k], 1, counts, inherit, weight, source, n, inherited, mass, log_mass, mass_all,
+                    log_mass_all, atoms_all, per_group, bad)
     total = counts.sum(axis=1)
     log_c = np.log(coeffs)
     base, base_all = np.zeros(t_count), np.zeros(t_count)
@@ -167,7 +184,7 @@ def move_atoms(counts, inherit, source, weight, coeffs, log_q, log_not_q, weight
         # take atom k out: only its owner's column changes
         _column(t_count, old, -1, n, inherited, log_c, log_mass, log_mass_all, atoms_all, coeffs, base, base_all,
                 norm, norm_all, broken, broken_all)
-        _shift_atom(k, old, -1, counts, inherit, weight, n, inherited, mass, log_mass, mass_all, log_mass_all,
+        _shift_atom(k, old, -1, counts, inherit, weight, source, n, inherited, mass, log_mass, mass_all, log_mass_all,
                     atoms_all, per_group, bad)
         _column(t_count, old, 1, n, inherited, log_c, log_mass, log_mass_all, atoms_all, coeffs, base, base_all,
                 norm, norm_all, broken, broken_all)
@@ -231,7 +248,7 @@ def move_atoms(counts, inherit, source, weight, coeffs, log_q, log_not_q, weight
         # put atom k back under its (new) owner
         _column(t_count, new, -1, n, inherited, log_c, log_mass, log_mass_all, atoms_all, coeffs, base, base_all,
                 norm, norm_all, broken, broken_all)
-        _shift_atom(k, new, 1, counts, inherit, weight, n, inherited, mass, log_mass, mass_all, log_mass_all,
+        _shift_atom(k, new, 1, counts, inherit, weight, source, n, inherited, mass, log_mass, mass_all, log_mass_all,
                     atoms_all, per_group, bad)
         _column(t_count, new, 1, n, inherited, log_c, log_mass, log_mass_all, atoms_all, coeffs, base, base_all,
                 norm, norm_all, broken, broken_all)
