@@ -18,7 +18,22 @@ checks with Geweke's joint-distribution test):
     step 3  combination coefficients c_t (eq. (13)): only c_t restricted to the active sources A_t
             (W_ts > 0), renormalised, meets the data; by the Dirichlet's aggregation property
             c_{A}/Z ~ Dir(alpha q_A + n_tA), Z = sum_A c ~ Beta(sum_A alpha q, sum_{A^c} alpha q)
-            and c_{A^c}/(1 - Z) ~ Dir(alpha q_{A^c}), independently.
+            and c_{A^c}/(1 - Z) ~ Dir(alpha q_{A^c}), independently. Words: before c_t is drawn,
+            split-merge moves (``coupled_numba.split_merge``) carry a group's tokens between two
+            atoms all at once, with c_t integrated out, which token-by-token step 1 cannot do
+            (emptying an atom passes through half-moved states whose topics fit neither half):
+                p(z_t | w, r, s) = prod_{s in A_t} G(alpha_s q_ts + n_ts) / G(alpha_s q_ts)
+                                   x G(sum_A alpha q) / G(sum_A alpha q + n_t) x prod_k (w_k / W_{t s_k})^{m_tk},
+            the Dirichlet-multinomial of c_t over the active sources times the within-source
+            shares, times p(x | z) with the topics collapsed. A move picks group t, an atom a
+            that holds some of its tokens and another atom b it reaches (probability
+            (1[a used] + 1[b used]) / (atoms used x (atoms reached - 1)) for the pair), and
+            proposes, independently of how the pair's tokens lie now, either all of them on a
+            (1/4), all on b (1/4), or a sequential allocation (1/2): word by word, from the
+            pair's most frequent word down, each token of word w goes to a with the probability
+            p_w one token would given the words placed before it (so a Binomial(c_w, p_w) count,
+            the tokens a uniform subset). Metropolis-Hastings accepts with the ratio of targets,
+            of proposals and of pair probabilities, so the moves keep p(z | w, r, s).
     step 4  atom parameters phi_k from their conjugate posteriors (Gaussian: Normal-Gamma; words
             need none, their topics are collapsed).
     step 5  owners s_k (eq. (14)), blocked with the atom's inheritance: for each atom in turn,
@@ -28,7 +43,8 @@ checks with Geweke's joint-distribution test):
             r_.k summed out); then r_.k is drawn given the new owner as in step 2.
     step 6  weights w_k: p(z_t | w) has the normalisers W_ts^{-n_ts}; with auxiliaries
             V_ts ~ Gamma(n_ts, W_ts) (W^{-n} = int V^{n-1} e^{-V W} dV / Gamma(n)),
-            w_k | V ~ Gamma(alpha_{s_k} / L + m_k, 1 + sum_t r_tk V_{t s_k}).
+            w_k | V ~ Gamma(alpha_{s_k} / L + m_k, 1 + sum_t r_tk V_{t s_k}); then, V dropped, each
+            latent DP's total mass is redrawn from its full conditional, its prior (``_rescaled``).
     step 7  concentrations alpha_s under Gamma(0.1, 0.1) (section 5.1, or another Gamma): a random-walk Metropolis
             step on ln alpha_s, one source at a time (the Dirichlet of c_t couples them).
 
@@ -78,6 +94,7 @@ class Problem:
     alpha: float | None = None
     alpha_prior: tuple = (0.1, 0.1)  # Gamma(shape, rate) of each alpha_s
     alpha_step: float = 0.5
+    split_merge_moves: int = 1  # split-merge moves per group in each of steps 3 and 6 (words; 0: none)
 
     @property
     def sizes(self):
@@ -97,6 +114,13 @@ class Problem:
     def host_arrays(self) -> tuple:
         """(x, groups) as int64 numpy arrays for the compiled label step, converted once (words)."""
         return _numpy(self.x, np.int64), _numpy(self.groups, np.int64)
+
+    @cached_property
+    def group_order(self) -> tuple:
+        """(tokens sorted by group, where each group starts and, last, N), for the split-merge moves."""
+        groups = self.host_arrays[1]
+        starts = np.searchsorted(groups[order := np.argsort(groups, kind="stable")], np.arange(self.sizes[0] + 1))
+        return order.astype(np.int64), starts.astype(np.int64)
 
 
 # -- pieces shared by the steps -------------------------------------------------------------
@@ -220,8 +244,12 @@ def update_inheritance(problem: Problem, state: GibbsState) -> GibbsState:  # st
 
 def update_coefficients(problem: Problem, state: GibbsState) -> GibbsState:  # step 3
     _, s, _ = problem.sizes
-    owner, _, mass = inherited_mass(state.inherit, state.weight, state.source, s)
+    owner, effective, mass = inherited_mass(state.inherit, state.weight, state.source, s)
     per_source = label_counts(problem, state.z) @ owner  # n_ts
+    if problem.family == "categorical" and problem.split_merge_moves:  # with c_t integrated out
+        log_share = state.weight.log() - mass[:, state.source].clamp_min(torch.finfo(mass.dtype).tiny).log()
+        state = _split_merge(problem, state, effective, per_source, log_share, state.alpha * problem.q, False)
+        per_source = label_counts(problem, state.z) @ owner
     active = mass > 0
     support = problem.q > 0
     conc = state.alpha * problem.q
@@ -236,6 +264,21 @@ def update_coefficients(problem: Problem, state: GibbsState) -> GibbsState:  # s
     share = (g_in / (g_in + g_out))[:, None]
     coeffs = torch.where(problem.q > 0, _floored(share * a + (1 - share) * b), torch.zeros_like(a))
     return replace(state, coeffs=coeffs / coeffs.sum(-1, keepdim=True))
+
+
+def _split_merge(problem, state, effective, per_source, log_token, source_param, weights_integrated):
+    """The split-merge moves of steps 3 and 6 (``coupled_numba.split_merge``) on the atoms each group
+    reaches (D_t(k) > 0); log_token (T, K) and source_param (T, S) as that function takes them."""
+    k = problem.sizes[2]
+    reachable = (effective > 0) & (problem.q[:, state.source] > 0)
+    reach = torch.sort(torch.where(reachable, torch.arange(k, device=reachable.device), k), 1).values
+    z = _numpy(state.z, np.int64)
+    coupled_numba.split_merge(*problem.host_arrays, z, *problem.group_order, _numpy(log_token),
+                              _numpy(state.alpha[state.source] / problem.atoms_per_source), _numpy(source_param),
+                              weights_integrated, _numpy(per_source), _numpy(reach, np.int64),
+                              _numpy(reachable.sum(1), np.int64), _numpy(state.source, np.int64), problem.vocab_size,
+                              float(problem.beta), problem.split_merge_moves, int(torch.randint(2**31 - 1, ())))
+    return replace(state, z=torch.from_numpy(z).to(state.z.device))
 
 
 def update_atoms(problem: Problem, state: GibbsState) -> GibbsState:  # step 4
@@ -273,9 +316,37 @@ def update_weights(problem: Problem, state: GibbsState) -> GibbsState:  # step 6
     aux = torch.distributions.Gamma(per_source.clamp_min(1.0), mass.clamp_min(1e-300), validate_args=False).sample()
     aux = torch.where(per_source > 0, aux, torch.zeros_like(mass))
     rate = 1 + (effective * aux[:, state.source]).sum(0)
-    shape = state.alpha[state.source] / problem.atoms_per_source + counts.sum(0)
-    weight = torch.distributions.Gamma(shape, rate, validate_args=False).sample()
-    return replace(state, weight=_floored(weight))
+    if problem.family == "categorical" and problem.split_merge_moves:  # with w integrated out given V
+        log_token = state.coeffs[:, state.source].log() - rate.log()
+        state = _split_merge(problem, state, effective, per_source, log_token, aux.log(), True)
+        counts = label_counts(problem, state.z)
+    shape = state.alpha[state.source] / problem.atoms_per_source
+    log_weight = _log_gamma(shape + counts.sum(0)) - rate.log()
+    return replace(state, weight=_floored(_rescaled(problem, state.source, shape, log_weight).exp()))
+
+
+def _rescaled(problem: Problem, source: torch.Tensor, shape: torch.Tensor, log_weight: torch.Tensor) -> torch.Tensor:
+    """ln w with each latent DP's total mass T_s = sum_{s_k = s} w_k redrawn from its full
+    conditional, Gamma(sum_{s_k = s} alpha_s / L, 1), the shares w_k / T_s kept: the labels see the
+    weights only through shares of one source (D_t(k) has w_k / W_ts), and K_s Gamma(a, 1) weights
+    are a Gamma(K_s a, 1) total times independent Dirichlet shares. Without it T_s random-walks, by
+    about 1 / sqrt(n) in ln T_s a sweep, and its prior terms (a - 1) ln w_k shift the log joint by
+    thousands of nats between chains."""
+    s = problem.sizes[1]
+    top = torch.full((s,), -torch.inf, dtype=log_weight.dtype, device=log_weight.device)
+    top = top.scatter_reduce(0, source, log_weight, reduce="amax")
+    log_total = (torch.zeros_like(top).index_add_(0, source, (log_weight - top[source]).exp()).log() + top)
+    total_shape = torch.zeros_like(top).index_add_(0, source, shape)
+    owned = total_shape > 0
+    log_draw = _log_gamma(torch.where(owned, total_shape, torch.ones_like(total_shape)))
+    return log_weight + torch.where(owned, log_draw - log_total, torch.zeros_like(top))[source]
+
+
+def _log_gamma(shape: torch.Tensor) -> torch.Tensor:
+    """ln of Gamma(shape, 1) draws, as ln Gamma(shape + 1) + ln U / shape: with shapes like
+    alpha / L ~ 1e-3 the draws themselves underflow, their logarithms do not."""
+    return (torch.distributions.Gamma(shape + 1, 1.0, validate_args=False).sample().log()
+            + torch.rand_like(shape).log() / shape)
 
 
 def _floored(draws):

@@ -21,6 +21,7 @@ import uuid
 from pathlib import Path
 
 import pyro
+import scipy.stats
 import torch
 from pyro.infer.mcmc.mcmc_kernel import MCMCKernel
 
@@ -68,9 +69,16 @@ class CoupledGibbsKernel(MCMCKernel):
         self._warmup_steps = self._t = 0
 
     def _initial_state(self) -> gibbs.GibbsState:
-        """Latents from the prior (the program run without data), labels from the groups'
-        mixtures, then labels given the data."""
-        state = gibbs.state_from_trace(_latent_trace(self.problem), self.problem)
+        """Latents from the prior (the program run without data) with the concentrations at their
+        prior median, labels from the groups' mixtures, then labels given the data. (Draws from
+        Gamma(0.1, 0.1) span 1e-10 to 13, and a chain keeps the layout of atoms its first alpha
+        sets: a latent DP started near 5 hands its atoms to many groups.)"""
+        values = None
+        if self.problem.alpha is None:
+            shape, rate = self.problem.alpha_prior
+            median = float(scipy.stats.gamma(shape, scale=1 / rate).median())
+            values = {"alpha": torch.full((self.problem.sizes[1],), median, dtype=self.problem.q.dtype)}
+        state = gibbs.state_from_trace(_latent_trace(self.problem, values), self.problem)
         state = gibbs.update_labels(self.problem, gibbs.prior_labels(self.problem, state))
         for _ in range(self.init_sweeps):
             state = gibbs.sweep(self.problem, state)

@@ -1,7 +1,8 @@
 """Compiled inner loops of the coupled latent-DP Gibbs sampler (``inference.coupled_gibbs``).
 
-Two of its steps are sequential by nature and run here under numba, on CPU arrays; the caller
-passes torch-drawn uniforms, so runs are reproducible under ``pyro.set_rng_seed``.
+Three of its loops are sequential by nature and run here under numba, on CPU arrays; the caller
+passes torch-drawn uniforms (or, for the split-merge moves, a torch-drawn seed of numba's
+generator), so runs are reproducible under ``pyro.set_rng_seed``.
 
 ``collapsed_labels`` (step 1 for words, topics phi collapsed): token by token (counts built
 from z and kept word-major, so that one token's atoms lie side by side),
@@ -20,7 +21,13 @@ n_ts (labels per source), R_ts (atoms inherited per source), W_ts (mass inherite
 their fall-back versions (a group that inherits nothing takes every atom: Wall_s, Call_s) one
 candidate costs O(T) instead of O(T K S). The first term is the same for every candidate and
 is dropped. A candidate is impossible (-inf) when a used atom would not be inherited.
+
+``split_merge`` (step 3 for words): Metropolis-Hastings moves of a group's tokens between two
+atoms, the coefficients integrated out; the target and the proposal are derived in
+``inference.coupled_gibbs``.
 """
+
+import math
 
 import numpy as np
 from numba import njit
@@ -252,3 +259,205 @@ def move_atoms(counts, inherit, source, weight, coeffs, log_q, log_not_q, weight
                     atoms_all, per_group, bad)
         _column(t_count, new, 1, n, inherited, log_c, log_mass, log_mass_all, atoms_all, coeffs, base, base_all,
                 norm, norm_all, broken, broken_all)
+
+
+@njit(cache=True)
+def _source_term(n, param, weights_integrated):
+    """The n_ts-dependent term of one source. Coefficients integrated out: ln G(alpha_s q_ts + n)
+    (param = alpha_s q_ts). Weights integrated out given V: (n - 1) ln V - ln G(n), V's
+    Gamma(n, W) density without the W^n that cancels the labels' W^-n (param = ln V_ts); V = 0
+    exactly when n = 0, so n crossing 0 is impossible."""
+    if not weights_integrated:
+        return math.lgamma(param + n)
+    if n == 0 or param == -np.inf:
+        return 0.0 if n == 0 and param == -np.inf else -np.inf
+    return (n - 1) * param - math.lgamma(n)
+
+
+@njit(cache=True)
+def _log_target(t, pair, words, word_count, on_first, nwk, nk, nts, log_token, shape, source_param,
+                weights_integrated, source, vbeta, beta):
+    """ln f of one allocation of the moved tokens (on_first[w] of word w's word_count[w] on pair[0],
+    the rest on pair[1]) up to terms that no allocation changes; the statistics exclude the moved
+    tokens."""
+    value = 0.0
+    for side in range(2):
+        k = pair[side]
+        total = 0
+        for j in range(words.shape[0]):
+            w = words[j]
+            m = on_first[w] if side == 0 else word_count[w] - on_first[w]
+            value += math.lgamma(nwk[w, k] + m + beta)
+            total += m
+        s = source[k]
+        value += total * log_token[t, k] - math.lgamma(nk[k] + total + vbeta)
+        if weights_integrated:
+            value += math.lgamma(shape[k] + nk[k] + total)
+        if source[pair[0]] != source[pair[1]]:
+            value += _source_term(nts[t, s] + total, source_param[t, s], weights_integrated)
+    return value
+
+
+@njit(cache=True)
+def _sequential(t, pair, words, word_count, on_first, draw, nwk, nk, nts, log_token, shape, source_param,
+                weights_integrated, source, vbeta, beta):
+    """Sequential allocation, word by word in the given order: word w's tokens go to pair[0] each
+    with the probability p_w that one token would, given the words placed before it, so
+    on_first[w] ~ Binomial(c_w, p_w). ``draw``: sample on_first, else score the one given. Returns
+    ln of the probability of the token-level allocation, sum_w m ln p_w + (c_w - m) ln(1 - p_w)
+    (each of the C(c_w, m) subsets equally likely); the statistics are left as they were."""
+    log_q = 0.0
+    split_sources = source[pair[0]] != source[pair[1]]
+    score = np.empty(2)
+    for j in range(words.shape[0]):
+        w = words[j]
+        for side in range(2):
+            k = pair[side]
+            s = source[k]
+            score[side] = log_token[t, k] + np.log(nwk[w, k] + beta) - np.log(nk[k] + vbeta)
+            if weights_integrated:  # G(a + n + 1) / G(a + n), and V^n / G(n + 1) against V^(n - 1) / G(n)
+                score[side] += np.log(shape[k] + nk[k])
+                if split_sources:
+                    score[side] += source_param[t, s] - np.log(max(nts[t, s], 1.0))
+            elif split_sources:  # G(a + n + 1) / G(a + n)
+                score[side] += np.log(source_param[t, s] + nts[t, s])
+        p = 1.0 / (1.0 + np.exp(min(score[1] - score[0], 700.0))) if score[0] > -np.inf else 0.0
+        p = min(max(p, 1e-12), 1 - 1e-12)
+        c = word_count[w]
+        if draw:
+            on_first[w] = np.random.binomial(c, p)
+        m = on_first[w]
+        log_q += m * np.log(p) + (c - m) * np.log1p(-p)
+        _place(t, w, pair, m, c - m, nwk, nk, nts, source)
+    for j in range(words.shape[0]):
+        w = words[j]
+        _place(t, w, pair, -on_first[w], on_first[w] - word_count[w], nwk, nk, nts, source)
+    return log_q
+
+
+@njit(cache=True)
+def _place(t, w, pair, first, second, nwk, nk, nts, source):
+    """Add first tokens of word w (group t) to pair[0] and second to pair[1] (negative: remove)."""
+    for k, m in ((pair[0], first), (pair[1], second)):
+        nwk[w, k] += m
+        nk[k] += m
+        nts[t, source[k]] += m
+
+
+@njit(cache=True)
+def _log_proposal(log_sequential, on_first, words, word_count):
+    """ln of the mixture proposal: 1/2 sequential allocation, 1/4 all on pair[0], 1/4 all on pair[1]."""
+    all_first, all_second = True, True
+    for j in range(words.shape[0]):
+        w = words[j]
+        all_first = all_first and on_first[w] == word_count[w]
+        all_second = all_second and on_first[w] == 0
+    value = np.log(0.5) + log_sequential
+    if all_first or all_second:
+        value = np.logaddexp(value, np.log(0.25))
+    return value
+
+
+@njit(cache=True)
+def split_merge(x, groups, z, by_group, group_starts, log_token, shape, source_param, weights_integrated, nts, reach,
+                width, source, vocab, beta, moves, seed):  # pragma: no cover (compiled)
+    """z (N,) is updated in place. by_group lists the tokens group by group, group t's being
+    by_group[group_starts[t]:group_starts[t + 1]]; log_token (T, K): ln of what each token of
+    group t on atom k contributes, ln(w_k / W_{t s_k}) with the coefficients integrated out,
+    ln c_{t s_k} - ln(1 + R_k) with the weights integrated out given V (``weights_integrated``),
+    which also takes shape (K,) alpha_{s_k} / L; source_param (T, S): alpha_s q_ts, or ln V_ts
+    (``_source_term``); nts (T, S): n_ts; reach (T, K) and width (T,): the atoms each group can
+    use (D_t(k) > 0), listed; ``moves`` moves per group; ``seed`` seeds numba's generator (drawn
+    by the caller from torch's)."""
+    np.random.seed(seed)
+    k_count = log_token.shape[1]
+    nwk = np.zeros((vocab, k_count))
+    nk = np.zeros(k_count)
+    for i in range(x.shape[0]):
+        nwk[x[i], z[i]] += 1
+        nk[z[i]] += 1
+    word_count = np.zeros(vocab, dtype=np.int64)
+    on_first, proposed = np.zeros(vocab, dtype=np.int64), np.zeros(vocab, dtype=np.int64)
+    touched = np.empty(vocab, dtype=np.int64)
+    members = np.empty(x.shape[0], dtype=np.int64)
+    used = np.zeros(k_count, dtype=np.int64)  # m_tk of the group at hand
+    pair = np.empty(2, dtype=np.int64)
+    vbeta = vocab * beta
+    for t in range(group_starts.shape[0] - 1):
+        lo, hi = group_starts[t], group_starts[t + 1]
+        atoms = reach[t, :width[t]]
+        if width[t] < 2 or hi == lo:
+            continue
+        used[:] = 0
+        for i in range(lo, hi):
+            used[z[by_group[i]]] += 1
+        for _ in range(moves):
+            n_used, first = 0, 0
+            for k in atoms:
+                n_used += used[k] > 0
+            # the pair: a used atom, then any other atom the group reaches, both uniformly
+            pick = np.random.randint(n_used)
+            for j in range(width[t]):
+                if used[atoms[j]] > 0:
+                    if pick == 0:
+                        first = j
+                        break
+                    pick -= 1
+            second = np.random.randint(width[t] - 1)
+            pair[0], pair[1] = atoms[first], atoms[second + (second >= first)]
+            # the moved tokens: group t's on either atom, taken out of the statistics
+            c, n_words = 0, 0
+            for i in range(lo, hi):
+                token = by_group[i]
+                k = z[token]
+                if k == pair[0] or k == pair[1]:
+                    members[c] = token
+                    c += 1
+                    w = x[token]
+                    if word_count[w] == 0:
+                        touched[n_words] = w
+                        n_words += 1
+                    word_count[w] += 1
+                    on_first[w] += k == pair[0]
+            words = touched[:n_words][np.argsort(-word_count[touched[:n_words]], kind="mergesort")]
+            for w in words:
+                _place(t, w, pair, -on_first[w], on_first[w] - word_count[w], nwk, nk, nts, source)
+            # propose from the mixture, independently of the current allocation
+            u = np.random.random()
+            for w in words:
+                proposed[w] = word_count[w] if u < 0.25 else 0
+            log_seq_new = _sequential(t, pair, words, word_count, proposed, u >= 0.5, nwk, nk, nts, log_token, shape,
+                                      source_param, weights_integrated, source, vbeta, beta)
+            log_seq_old = _sequential(t, pair, words, word_count, on_first, False, nwk, nk, nts, log_token, shape,
+                                      source_param, weights_integrated, source, vbeta, beta)
+            new_first = 0
+            for w in words:
+                new_first += proposed[w]
+            old_first = used[pair[0]]
+            # the pair's selection probability, (1[a used] + 1[b used]) / (atoms used x (width - 1))
+            used_after = n_used - (old_first > 0) - (c - old_first > 0) + (new_first > 0) + (c - new_first > 0)
+            log_ratio = (_log_target(t, pair, words, word_count, proposed, nwk, nk, nts, log_token, shape,
+                                     source_param, weights_integrated, source, vbeta, beta)
+                         - _log_target(t, pair, words, word_count, on_first, nwk, nk, nts, log_token, shape,
+                                       source_param, weights_integrated, source, vbeta, beta)
+                         + _log_proposal(log_seq_old, on_first, words, word_count)
+                         - _log_proposal(log_seq_new, proposed, words, word_count)
+                         + np.log(((new_first > 0) + (c - new_first > 0)) / used_after)
+                         - np.log(((old_first > 0) + (c - old_first > 0)) / n_used))
+            accept = np.log(np.random.random()) < log_ratio
+            final = proposed if accept else on_first
+            for w in words:
+                _place(t, w, pair, final[w], word_count[w] - final[w], nwk, nk, nts, source)
+            if accept:  # word w's tokens: a uniform subset of final[w] of them on pair[0]
+                np.random.shuffle(members[:c])
+                for i in range(c):
+                    token = members[i]
+                    w = x[token]
+                    if proposed[w] > 0:
+                        z[token] = pair[0]
+                        proposed[w] -= 1
+                    else:
+                        z[token] = pair[1]
+                used[pair[0]], used[pair[1]] = new_first, c - new_first
+            for w in words:
+                word_count[w], on_first[w], proposed[w] = 0, 0, 0

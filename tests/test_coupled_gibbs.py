@@ -17,17 +17,18 @@ FAMILIES = {"categorical": dict(vocab_size=3), "gaussian": dict(dim=2, prior_sha
 ALPHA_PRIOR = (3.0, 1.5)
 
 
-def _draw(family):
+def _draw(family, groups=GROUPS, **options):
     """(state, data) drawn from the program itself."""
-    trace = pyro.poutine.trace(model).get_trace(None, groups=GROUPS, q=Q, atoms_per_source=2, alpha_prior=ALPHA_PRIOR,
-                                                family=family, **FAMILIES[family])
+    options = dict(FAMILIES[family], **options)
+    trace = pyro.poutine.trace(model).get_trace(None, groups=groups, q=Q, atoms_per_source=2, alpha_prior=ALPHA_PRIOR,
+                                                family=family, **options)
     x = trace.nodes["x"]["value"]
-    return gibbs.state_from_trace(trace, _problem(family, x)), x
+    return gibbs.state_from_trace(trace, _problem(family, x, groups, **options)), x
 
 
-def _problem(family, x):
-    extra = {k: v for k, v in FAMILIES[family].items() if k != "dim"}
-    return gibbs.Problem(x=x, groups=GROUPS, q=Q, atoms_per_source=2, family=family, alpha_prior=ALPHA_PRIOR, **extra)
+def _problem(family, x, groups=GROUPS, **options):
+    extra = {k: v for k, v in dict(FAMILIES[family], **options).items() if k != "dim"}
+    return gibbs.Problem(x=x, groups=groups, q=Q, atoms_per_source=2, family=family, alpha_prior=ALPHA_PRIOR, **extra)
 
 
 def _regenerate(family, state):
@@ -40,15 +41,15 @@ def _regenerate(family, state):
     return p["mean"][state.z] + p["precision"][state.z].rsqrt() * torch.randn_like(p["mean"][state.z])
 
 
-def _statistics(family, state, x):
+def _statistics(family, state, x, groups=GROUPS):
     squash = lambda v: v / (1 + v.abs())  # noqa: E731  bounded, so means have finite variance
     common = [state.coeffs[:, 0].mean(), state.inherit.mean(), (state.source == 0).double().mean(),
               squash(state.weight).mean(), (state.z == 0).double().mean(),
               (state.source[state.z] == 0).double().mean(), (state.z < 2).double().mean(), squash(state.alpha).mean(),
-              (state.z[GROUPS == 0, None] == state.z[None, GROUPS == 1]).double().mean(),  # shared across groups
+              (state.z[groups == 0, None] == state.z[None, groups == 1]).double().mean(),  # shared across groups
               (torch.bincount(state.z, minlength=state.weight.shape[0]) > 0).double().mean()]  # atoms used
     if family == "categorical":
-        specific = [(x == 0).double().mean(), (x[:4] == x[4:]).double().mean()]
+        specific = [(x == 0).double().mean(), (x[groups == 0, None] == x[None, groups == 1]).double().mean()]
     else:
         specific = [squash(x[:, 0]).mean(), squash(state.params["mean"]).mean(),
                     squash(state.params["precision"]).mean()]
@@ -79,6 +80,35 @@ def test_each_step_keeps_the_joint_distribution(family, step):
     moved = changes.std(0) > 0
     z = changes.mean(0)[moved] / (changes.std(0)[moved] / np.sqrt(len(changes)))
     assert moved.any() and np.abs(z).max() < 4, z
+
+
+def _group_layout(state, groups):
+    """(atoms in use per group, the share of its largest atom): what the split-merge moves change."""
+    counts = torch.zeros(2, state.weight.shape[0])
+    counts.index_put_((groups, state.z), torch.ones(len(groups)), accumulate=True)
+    return torch.stack([(counts > 0).double().sum(1).mean(), (counts.max(1).values / counts.sum(1)).mean()])
+
+
+@pytest.mark.parametrize("step, moves, draws", [
+    (gibbs.update_coefficients, 0, 2000), (gibbs.update_coefficients, 4, 2000), (gibbs.update_weights, 4, 2000),
+    # the pair's selection probability shifts the statistics by about 2 standard errors in 2000 draws
+    pytest.param(gibbs.update_coefficients, 4, 8000, marks=pytest.mark.slow)], ids=lambda v: getattr(v, "__name__", v))
+def test_split_merge_moves_keep_the_joint_distribution(step, moves, draws):
+    """Steps 3 and 6 with their split-merge moves, on groups of ten tokens of two words (so that
+    groups spread over atoms of both sources): from exact draws of the joint they give exact draws
+    again, and the moves do change how many atoms a group uses."""
+    groups = torch.tensor([0] * 10 + [1] * 10)
+    changes, layout_changed = [], 0
+    for _ in range(draws):
+        state, x = _draw("categorical", groups, vocab_size=2)
+        before = torch.cat([_statistics("categorical", state, x, groups), _group_layout(state, groups)])
+        moved = step(_problem("categorical", x, groups, vocab_size=2, split_merge_moves=moves), state)
+        changes.append(torch.cat([_statistics("categorical", moved, x, groups), _group_layout(moved, groups)]) - before)
+        layout_changed += bool((changes[-1][-2:] != 0).any())
+    changes = torch.stack(changes).numpy()
+    z = changes.mean(0)[changes.std(0) > 0] / (changes.std(0)[changes.std(0) > 0] / np.sqrt(len(changes)))
+    assert np.abs(z).max() < 4, z
+    assert (layout_changed > draws / 5) == (moves > 0), layout_changed
 
 
 def geweke_z_scores(family, draws=3000, batch=100):
