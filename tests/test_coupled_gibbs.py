@@ -117,8 +117,9 @@ def geweke_z_scores(family, draws=3000, batch=100):
     marginal = torch.stack([_statistics(family, *_draw(family)) for _ in range(draws)]).numpy()
     state, x = _draw(family)
     successive = []
+    moves = {"split_merge_moves": 5} if family == "categorical" else {}  # words: with the split-merge moves
     for _ in range(draws):
-        state = gibbs.sweep(_problem(family, x), state)
+        state = gibbs.sweep(_problem(family, x, **moves), state)
         x = _regenerate(family, state)
         successive.append(_statistics(family, state, x))
     successive = torch.stack(successive).numpy()
