@@ -45,6 +45,9 @@ checks with Geweke's joint-distribution test):
             V_ts ~ Gamma(n_ts, W_ts) (W^{-n} = int V^{n-1} e^{-V W} dV / Gamma(n)),
             w_k | V ~ Gamma(alpha_{s_k} / L + m_k, 1 + sum_t r_tk V_{t s_k}); then, V dropped, each
             latent DP's total mass is redrawn from its full conditional, its prior (``_rescaled``).
+            Words: before w is drawn, split-merge moves as in step 3, with w integrated out given V:
+            each atom gives G(a_k + m_k) (1 + R_k)^-(a_k + m_k), each source V^(n_ts - 1) / G(n_ts),
+            and n_ts may not cross 0 (V_ts = 0 exactly when n_ts = 0).
     step 7  concentrations alpha_s under Gamma(0.1, 0.1) (section 5.1, or another Gamma): a random-walk Metropolis
             step on ln alpha_s, one source at a time (the Dirichlet of c_t couples them).
 
@@ -114,6 +117,11 @@ class Problem:
     def host_arrays(self) -> tuple:
         """(x, groups) as int64 numpy arrays for the compiled label step, converted once (words)."""
         return _numpy(self.x, np.int64), _numpy(self.groups, np.int64)
+
+    @property
+    def token_moves(self) -> int:
+        """Split-merge moves per group and step: words only (the Gaussian atoms are not collapsed)."""
+        return self.split_merge_moves if self.family == "categorical" else 0
 
     @cached_property
     def group_order(self) -> tuple:
@@ -250,10 +258,10 @@ def update_coefficients(problem: Problem, state: GibbsState) -> GibbsState:  # s
     _, s, _ = problem.sizes
     owner, effective, mass = inherited_mass(state.inherit, state.weight, state.source, s)
     per_source = label_counts(problem, state.z) @ owner  # n_ts
-    if problem.family == "categorical" and problem.split_merge_moves:  # with c_t integrated out
+    if problem.token_moves:  # with c_t integrated out
         log_share = state.weight.log() - mass[:, state.source].clamp_min(torch.finfo(mass.dtype).tiny).log()
-        state = _split_merge(problem, state, effective, per_source, log_share, state.alpha * problem.q, False)
-        per_source = label_counts(problem, state.z) @ owner
+        state, per_source = _split_merge(problem, state, effective, per_source, log_share, state.alpha * problem.q,
+                                         False)
     active = mass > 0
     support = problem.q > 0
     conc = state.alpha * problem.q
@@ -272,17 +280,18 @@ def update_coefficients(problem: Problem, state: GibbsState) -> GibbsState:  # s
 
 def _split_merge(problem, state, effective, per_source, log_token, source_param, weights_integrated):
     """The split-merge moves of steps 3 and 6 (``coupled_numba.split_merge``) on the atoms each group
-    reaches (D_t(k) > 0); log_token (T, K) and source_param (T, S) as that function takes them."""
+    reaches (D_t(k) > 0); log_token (T, K) and source_param (T, S) as that function takes them.
+    Returns the state with its new labels and their n_ts."""
     k = problem.sizes[2]
     reachable = (effective > 0) & (problem.q[:, state.source] > 0)
     reach = torch.sort(torch.where(reachable, torch.arange(k, device=reachable.device), k), 1).values
-    z = _numpy(state.z, np.int64)
+    z, nts = _numpy(state.z, np.int64), _numpy(per_source)
     coupled_numba.split_merge(*problem.host_arrays, z, *problem.group_order, _numpy(log_token),
                               _numpy(state.alpha[state.source] / problem.atoms_per_source), _numpy(source_param),
-                              weights_integrated, _numpy(per_source), _numpy(reach, np.int64),
-                              _numpy(reachable.sum(1), np.int64), _numpy(state.source, np.int64), problem.vocab_size,
-                              float(problem.beta), problem.split_merge_moves, int(torch.randint(2**31 - 1, ())))
-    return replace(state, z=torch.from_numpy(z).to(state.z.device))
+                              weights_integrated, nts, _numpy(reach, np.int64), _numpy(reachable.sum(1), np.int64),
+                              _numpy(state.source, np.int64), problem.vocab_size, float(problem.beta),
+                              problem.token_moves, int(torch.randint(2**31 - 1, ())))
+    return replace(state, z=torch.from_numpy(z).to(state.z.device)), torch.from_numpy(nts).to(per_source)
 
 
 def update_atoms(problem: Problem, state: GibbsState) -> GibbsState:  # step 4
@@ -320,12 +329,13 @@ def update_weights(problem: Problem, state: GibbsState) -> GibbsState:  # step 6
     aux = torch.distributions.Gamma(per_source.clamp_min(1.0), mass.clamp_min(1e-300), validate_args=False).sample()
     aux = torch.where(per_source > 0, aux, torch.zeros_like(mass))
     rate = 1 + (effective * aux[:, state.source]).sum(0)
-    if problem.family == "categorical" and problem.split_merge_moves:  # with w integrated out given V
+    used = counts.sum(0)  # m_k
+    if problem.token_moves:  # with w integrated out given V
         log_token = state.coeffs[:, state.source].log() - rate.log()
-        state = _split_merge(problem, state, effective, per_source, log_token, aux.log(), True)
-        counts = label_counts(problem, state.z)
+        state, _ = _split_merge(problem, state, effective, per_source, log_token, aux.log(), True)
+        used = torch.bincount(state.z, minlength=used.shape[0]).to(used.dtype)
     shape = state.alpha[state.source] / problem.atoms_per_source
-    log_weight = _log_gamma(shape + counts.sum(0)) - rate.log()
+    log_weight = _log_gamma(shape + used) - rate.log()
     return replace(state, weight=_floored(_rescaled(problem, state.source, shape, log_weight).exp()))
 
 

@@ -22,9 +22,9 @@ their fall-back versions (a group that inherits nothing takes every atom: Wall_s
 candidate costs O(T) instead of O(T K S). The first term is the same for every candidate and
 is dropped. A candidate is impossible (-inf) when a used atom would not be inherited.
 
-``split_merge`` (step 3 for words): Metropolis-Hastings moves of a group's tokens between two
-atoms, the coefficients integrated out; the target and the proposal are derived in
-``inference.coupled_gibbs``.
+``split_merge`` (steps 3 and 6 for words): Metropolis-Hastings moves of a group's tokens between
+two atoms, the coefficients (step 3) or the weights given V (step 6) integrated out; nts (T, S)
+is left holding the new n_ts. The target and the proposal are derived in ``inference.coupled_gibbs``.
 """
 
 import math
@@ -34,14 +34,21 @@ from numba import njit
 
 
 @njit(cache=True)
-def collapsed_labels(x, groups, z, mixing, vocab, beta, uniforms):  # pragma: no cover (compiled)
-    """z (N,) is updated in place; ``vocab`` is V, the words' range."""
-    t_count, k_count = mixing.shape
-    nwk = np.zeros((vocab, k_count))  # n_kw, word-major
+def _word_counts(x, z, vocab, k_count):
+    """(n_kw word-major (V, K), n_k (K,)): the counts of the labels z."""
+    nwk = np.zeros((vocab, k_count))
     nk = np.zeros(k_count)
     for i in range(x.shape[0]):
         nwk[x[i], z[i]] += 1
         nk[z[i]] += 1
+    return nwk, nk
+
+
+@njit(cache=True)
+def collapsed_labels(x, groups, z, mixing, vocab, beta, uniforms):  # pragma: no cover (compiled)
+    """z (N,) is updated in place; ``vocab`` is V, the words' range."""
+    t_count, k_count = mixing.shape
+    nwk, nk = _word_counts(x, z, vocab, k_count)
     reach = np.zeros((t_count, k_count), dtype=np.int64)  # atoms of each group with D_t(k) > 0
     reach_mixing = np.zeros((t_count, k_count))
     width = np.zeros(t_count, dtype=np.int64)
@@ -371,11 +378,7 @@ def split_merge(x, groups, z, by_group, group_starts, log_token, shape, source_p
     by the caller from torch's)."""
     np.random.seed(seed)
     k_count = log_token.shape[1]
-    nwk = np.zeros((vocab, k_count))
-    nk = np.zeros(k_count)
-    for i in range(x.shape[0]):
-        nwk[x[i], z[i]] += 1
-        nk[z[i]] += 1
+    nwk, nk = _word_counts(x, z, vocab, k_count)
     word_count = np.zeros(vocab, dtype=np.int64)
     on_first, proposed = np.zeros(vocab, dtype=np.int64), np.zeros(vocab, dtype=np.int64)
     touched = np.empty(vocab, dtype=np.int64)
