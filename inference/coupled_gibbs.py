@@ -8,7 +8,13 @@ checks with Geweke's joint-distribution test):
 
     step 1  labels z_ti (eq. (10)-(11)). Words: the topics phi are collapsed (Dirichlet(beta)
             integrated out) and tokens are redrawn one at a time, p(z_ti = k) propto D_t(k)
-            (n_kw + beta) / (n_k + V beta) without token ti. Gaussian: given the weights,
+            (n_kw + beta) / (n_k + V beta) without token ti. Or blocked, on (group, word) cells
+            (``Problem.multiplicity``, ``cells``): topics drawn, phi_k ~ Dir(beta + n_k.), then given
+            them a cell's tokens are independent and alike, so its labels are one Multinomial(n_c,
+            p(k) propto D_t(k) phi_k(w)) count vector. No other step reads phi, so drawing it and
+            dropping it is a data-augmentation step for the same phi-collapsed posterior, at a
+            cost per cell, not per token (digits-bags: 562k tokens in 640 cells, a sweep 15x
+            cheaper, though it mixes about 2x slower a sweep). Gaussian: given the weights,
             inheritance and atoms, tokens are independent: one (N, K) table, one draw per token.
             Choosing the source u_ti is implicit: u_ti = s_{z_ti}.
     step 2  inheritance r_tk (eq. (12)): for each atom k in turn and every group at once, the
@@ -98,6 +104,9 @@ class Problem:
     alpha_prior: tuple = (0.1, 0.1)  # Gamma(shape, rate) of each alpha_s
     alpha_step: float = 0.5
     split_merge_moves: int = 1  # split-merge moves per group in each of steps 3 and 6 (words; 0: none)
+    # words as (group, word) cells (``cells``): x and groups hold one entry per cell, multiplicity
+    # its tokens, and the labels z are (C, K) counts; step 1 is then blocked
+    multiplicity: torch.Tensor | None = None
 
     @property
     def sizes(self):
@@ -120,8 +129,9 @@ class Problem:
 
     @property
     def token_moves(self) -> int:
-        """Split-merge moves per group and step: words only (the Gaussian atoms are not collapsed)."""
-        return self.split_merge_moves if self.family == "categorical" else 0
+        """Split-merge moves per group and step: words by token only (the Gaussian atoms are not
+        collapsed; the moves carry tokens, not cell counts)."""
+        return self.split_merge_moves if self.family == "categorical" and self.multiplicity is None else 0
 
     @cached_property
     def group_order(self) -> tuple:
@@ -131,10 +141,35 @@ class Problem:
         return order.astype(np.int64), starts.astype(np.int64)
 
 
+def cells(x: torch.Tensor, groups: torch.Tensor, vocab_size: int) -> tuple:
+    """Tokens as (group, word) cells: (word of each cell, its group, its tokens), cells sorted
+    by group then word."""
+    keys, multiplicity = torch.unique(groups * vocab_size + x, return_counts=True)
+    return keys % vocab_size, keys // vocab_size, multiplicity
+
+
+def cell_labels(problem: Problem, x: torch.Tensor, groups: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
+    """Token labels z (N,) as the (C, K) label counts of ``problem``'s cells."""
+    _, _, k = problem.sizes
+    cell = torch.searchsorted(problem.groups * problem.vocab_size + problem.x, groups * problem.vocab_size + x)
+    counts = torch.zeros(len(problem.x) * k, dtype=problem.q.dtype, device=z.device)
+    return counts.index_add_(0, cell * k + z, torch.ones_like(z, dtype=counts.dtype)).view(-1, k)
+
+
 # -- pieces shared by the steps -------------------------------------------------------------
+def _sum_rows(table: torch.Tensor, index: torch.Tensor, size: int) -> torch.Tensor:
+    """(size, K): the rows of ``table`` (C, K) summed by ``index`` (C,), by one weighted bincount
+    (index_add over rows is many times slower on CPU)."""
+    k = table.shape[1]
+    flat = (index[:, None] * k + torch.arange(k, device=index.device)).flatten()
+    return torch.bincount(flat, weights=table.flatten(), minlength=size * k).view(size, k).to(table.dtype)
+
+
 def label_counts(problem: Problem, z: torch.Tensor) -> torch.Tensor:
     """m_tk: tokens of group t on atom k, (T, K)."""
     t, _, k = problem.sizes
+    if problem.multiplicity is not None:
+        return _sum_rows(z, problem.groups, t)
     counts = torch.zeros(t * k, dtype=problem.q.dtype, device=z.device)
     counts.index_add_(0, problem.groups * k + z, torch.ones_like(z, dtype=counts.dtype))
     return counts.view(t, k)
@@ -159,6 +194,8 @@ def _sample_dirichlet_masked(concentration, mask):
 def word_counts(problem: Problem, z: torch.Tensor) -> torch.Tensor:
     """n_kw: tokens of word w on atom k, (K, V)."""
     _, _, k = problem.sizes
+    if problem.multiplicity is not None:
+        return _sum_rows(z, problem.x, problem.vocab_size).T
     counts = torch.zeros(k * problem.vocab_size, dtype=problem.q.dtype, device=z.device)
     counts.index_add_(0, z * problem.vocab_size + problem.x, torch.ones_like(z, dtype=counts.dtype))
     return counts.view(k, problem.vocab_size)
@@ -175,13 +212,17 @@ def collapsed_word_log_likelihood(problem: Problem, z: torch.Tensor) -> torch.Te
     sum_k [ln G(V beta) - ln G(n_k + V beta) + sum_w (ln G(n_kw + beta) - ln G(beta))]."""
     _, _, k = problem.sizes
     dtype = problem.q.dtype
-    keys = z * problem.vocab_size + problem.x
-    if k * problem.vocab_size <= len(keys):  # the nonzero n_kw: a K x V count table when it is no larger than
-        used = torch.bincount(keys, minlength=k * problem.vocab_size)  # the data (O(N + K V)), else a sort
-        used = used[used > 0]
+    if problem.multiplicity is not None:  # cells: the count table itself
+        table = word_counts(problem, z)
+        used, totals = table[table > 0], table.sum(1)
     else:
-        _, used = torch.unique(keys, return_counts=True)
-    totals = torch.bincount(z, minlength=k).to(dtype)  # n_k
+        keys = z * problem.vocab_size + problem.x
+        if k * problem.vocab_size <= len(keys):  # the nonzero n_kw: a K x V count table when it is no larger
+            used = torch.bincount(keys, minlength=k * problem.vocab_size)  # than the data (O(N + K V)), else a sort
+            used = used[used > 0]
+        else:
+            _, used = torch.unique(keys, return_counts=True)
+        totals = torch.bincount(z, minlength=k).to(dtype)  # n_k
     beta, vbeta = torch.tensor(problem.beta, dtype=dtype), torch.tensor(problem.vocab_size * problem.beta, dtype=dtype)
     return (torch.lgamma(vbeta) * k - torch.lgamma(totals + vbeta).sum()
             + (torch.lgamma(used.to(dtype) + beta) - torch.lgamma(beta)).sum())
@@ -206,6 +247,8 @@ def prior_labels(problem: Problem, state: GibbsState) -> GibbsState:
     """z_ti ~ D_t, ignoring the data (a starting point for step 1)."""
     _, s, _ = problem.sizes
     mix = mixing_weights(state.coeffs, state.inherit, state.weight, state.source, s)
+    if problem.multiplicity is not None:
+        return replace(state, z=_multinomial_counts(problem.multiplicity, mix[problem.groups]))
     z = torch.empty_like(problem.groups)
     for t in range(mix.shape[0]):
         members = problem.groups == t
@@ -218,10 +261,23 @@ def _numpy(tensor, dtype=np.float64):
     return np.ascontiguousarray(tensor.detach().cpu().numpy().astype(dtype))
 
 
+def _multinomial_counts(totals: torch.Tensor, probs: torch.Tensor) -> torch.Tensor:
+    """One Multinomial(totals[c], probs[c] normalised) count vector per row, (C, K), drawn by
+    numpy's generator seeded from torch's (so runs repeat under ``pyro.set_rng_seed``)."""
+    p = _numpy(probs)
+    rng = np.random.default_rng(int(torch.randint(2**63 - 1, ())))
+    draws = rng.multinomial(_numpy(totals, np.int64), p / p.sum(1, keepdims=True))
+    return torch.from_numpy(draws.astype(np.float64)).to(probs)
+
+
 # -- the steps -----------------------------------------------------------------------------------
 def update_labels(problem: Problem, state: GibbsState) -> GibbsState:  # step 1
     _, s, _ = problem.sizes
     mix = mixing_weights(state.coeffs, state.inherit, state.weight, state.source, s)
+    if problem.multiplicity is not None:  # blocked, on cells: phi drawn, then each cell's counts
+        concentration = problem.beta + word_counts(problem, state.z)
+        phi = _sample_dirichlet_masked(concentration, torch.ones_like(concentration, dtype=torch.bool))
+        return replace(state, z=_multinomial_counts(problem.multiplicity, mix[problem.groups] * phi[:, problem.x].T))
     if problem.family == "categorical":
         z = _numpy(state.z, np.int64)
         # D_t(k) below 1e-30 of the group's largest are flushed to 0: even K of them would not

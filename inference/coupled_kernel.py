@@ -1,7 +1,7 @@
 """``pyro.infer.MCMC`` over the coupled latent-DP Gibbs sampler (``inference.coupled_gibbs``).
 
-A thin ``MCMCKernel``: each ``sample`` call is one Gibbs sweep of the internal state, and what
-it returns are fixed-shape summaries, so that several chains stack, and R-hat, ESS and
+A thin ``MCMCKernel``: each ``sample`` call is ``thin`` Gibbs sweeps of the internal state (one
+by default), and what it returns are fixed-shape summaries, so that several chains stack, and R-hat, ESS and
 ``arviz.from_pyro`` apply:
 
     log_joint         ln p(x, every latent) of the truncated model (``models.coupled_dp``)
@@ -57,10 +57,11 @@ def log_joint(problem: gibbs.Problem, state: gibbs.GibbsState) -> torch.Tensor:
 
 
 class CoupledGibbsKernel(MCMCKernel):
-    """One chain of the sampler on ``problem``; ``state_dir``: a folder for the final states."""
+    """One chain of the sampler on ``problem``; ``thin``: sweeps per sample; ``state_dir``: a
+    folder for the final states."""
 
-    def __init__(self, problem: gibbs.Problem, *, init_sweeps: int = 1, state_dir=None):
-        self.problem, self.init_sweeps = problem, init_sweeps
+    def __init__(self, problem: gibbs.Problem, *, init_sweeps: int = 1, thin: int = 1, state_dir=None):
+        self.problem, self.init_sweeps, self.thin = problem, init_sweeps, thin
         self.state_dir = state_dir
         self.transforms = {}
         self.model = None  # arviz.from_pyro reads it; None skips its observed-data group
@@ -106,7 +107,8 @@ class CoupledGibbsKernel(MCMCKernel):
         pass  # the sampler starts from its own prior draw (setup); summaries cannot seed it
 
     def sample(self, params):
-        self.state = gibbs.sweep(self.problem, self.state)
+        for _ in range(self.thin):
+            self.state = gibbs.sweep(self.problem, self.state)
         self._t += 1
         return self.summary(self.state)
 

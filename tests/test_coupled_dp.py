@@ -42,6 +42,17 @@ def test_topics_are_recovered_and_scored_by_perplexity():
     assert est.tokens_per_second_ > 0 and est.n_tokens_ == 6 * 15 * 12
 
 
+def test_the_blocked_label_step_recovers_the_topics_with_thinning():
+    """label_step="blocked" samples the (group, word) cells' label counts; thin sweeps per sample."""
+    docs, groups = _corpus()
+    est = CoupledDP(config="m-ldp", truncation=6, beta=0.1, label_step="blocked", max_iter=20, warmup=20, thin=3,
+                    random_state=0).fit(docs, groups)
+    assert est.samples_["log_joint"].shape == (1, 20) and est.n_iter_ == 120
+    assert est.n_tokens_ == 6 * 15 * 12 and est.weights_.sum() == pytest.approx(1.0)
+    held_out, _ = _corpus(seed=1)
+    assert est.perplexity(held_out) < 5
+
+
 def test_save_and_load_keep_the_topics(tmp_path):
     docs, groups = _corpus()
     est = CoupledDP(truncation=4, max_iter=5, warmup=5, random_state=1).fit(docs, groups)

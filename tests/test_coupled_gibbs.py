@@ -1,6 +1,8 @@
 """The coupled latent-DP Gibbs sampler: each step keeps the joint distribution, and Geweke's
 joint-distribution test (successive-conditional against marginal-conditional) passes."""
 
+from dataclasses import replace
+
 import numpy as np
 import pyro
 import pytest
@@ -115,15 +117,65 @@ def test_split_merge_moves_keep_the_joint_distribution(step, moves, draws):
     assert (layout_changed > draws / 5) == (moves > 0), layout_changed
 
 
-def geweke_z_scores(family, draws=3000, batch=100):
+def _as_cells(state, x, groups=GROUPS):
+    """A words problem and its state as (group, word) cells with (C, K) label counts."""
+    words, cell_groups, multiplicity = gibbs.cells(x, groups, FAMILIES["categorical"]["vocab_size"])
+    problem = _problem("categorical", words, cell_groups, multiplicity=multiplicity)
+    return problem, replace(state, z=gibbs.cell_labels(problem, x, groups, state.z))
+
+
+def _as_tokens(problem, state):
+    """(state with token labels, x, groups) from a cells state, tokens in cell order (every
+    statistic is blind to the order of a group's tokens)."""
+    per_cell = state.z.long()
+    atoms = torch.arange(per_cell.shape[1]).repeat(per_cell.shape[0])
+    z = torch.repeat_interleave(atoms, per_cell.flatten())
+    return (replace(state, z=z), torch.repeat_interleave(problem.x, problem.multiplicity),
+            torch.repeat_interleave(problem.groups, problem.multiplicity))
+
+
+def test_cells_give_the_same_counts_and_log_joint_as_tokens():
+    from bnpzoo.inference.coupled_kernel import log_joint
+
+    for _ in range(20):
+        state, x = _draw("categorical")
+        problem, cell_state = _as_cells(state, x)
+        tokens = _problem("categorical", x)
+        assert problem.multiplicity.sum() == len(x) and len(problem.x) <= len(x)
+        assert torch.equal(gibbs.label_counts(problem, cell_state.z), gibbs.label_counts(tokens, state.z))
+        assert torch.equal(gibbs.word_counts(problem, cell_state.z), gibbs.word_counts(tokens, state.z))
+        assert torch.allclose(log_joint(problem, cell_state), log_joint(tokens, state))
+        back, x_back, groups_back = _as_tokens(problem, cell_state)
+        assert torch.equal(gibbs.label_counts(tokens, back.z), gibbs.label_counts(tokens, state.z))
+        assert torch.equal(torch.sort(x_back).values, torch.sort(x).values) and torch.equal(groups_back, GROUPS)
+
+
+def test_the_blocked_label_step_keeps_the_joint_distribution():
+    """Step 1 on cells (topics drawn, one multinomial per cell): from exact draws of the joint it
+    gives exact draws again, and it does move the labels."""
+    changes = []
+    for _ in range(1000):
+        problem, state = _as_cells(*_draw("categorical"))
+        before = _statistics("categorical", *_as_tokens(problem, state))
+        changes.append(_statistics("categorical", *_as_tokens(problem, gibbs.update_labels(problem, state))) - before)
+    z = _paired_z_scores(changes)
+    assert len(z) >= 5 and np.abs(z).max() < 4, z
+
+
+def geweke_z_scores(family, draws=3000, batch=100, cells=False):
     """(marginal mean - successive mean) / standard error for every statistic; the successive
-    chain's error comes from batch means, which account for its autocorrelation."""
+    chain's error comes from batch means, which account for its autocorrelation. ``cells``: words
+    sampled as (group, word) cells, with the blocked label step."""
     marginal = torch.stack([_statistics(family, *_draw(family)) for _ in range(draws)]).numpy()
     state, x = _draw(family)
     successive = []
     moves = {"split_merge_moves": 5} if family == "categorical" else {}  # words: with the split-merge moves
     for _ in range(draws):
-        state = gibbs.sweep(_problem(family, x, **moves), state)
+        if cells:  # the cells change with x: rebuilt every time, labels carried over as counts
+            problem, cell_state = _as_cells(state, x)
+            state, x, _ = _as_tokens(problem, gibbs.sweep(problem, cell_state))
+        else:
+            state = gibbs.sweep(_problem(family, x, **moves), state)
         x = _regenerate(family, state)
         successive.append(_statistics(family, state, x))
     successive = torch.stack(successive).numpy()
@@ -133,9 +185,10 @@ def geweke_z_scores(family, draws=3000, batch=100):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("family", FAMILIES)
-def test_geweke_joint_distribution_test_passes(family):
-    z = geweke_z_scores(family, draws=20000, batch=1000)
+@pytest.mark.parametrize("family, cells", [("categorical", False), ("gaussian", False), ("categorical", True)],
+                         ids=["categorical", "gaussian", "categorical-cells"])
+def test_geweke_joint_distribution_test_passes(family, cells):
+    z = geweke_z_scores(family, draws=20000, batch=1000, cells=cells)
     assert np.abs(z).max() < 3, z
 
 

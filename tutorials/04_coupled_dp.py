@@ -56,12 +56,16 @@ plt.tight_layout()
 # %% [markdown]
 # ## Two chains under `pyro.infer.MCMC`
 #
-# Each MCMC sample is one sweep of the sampler; what MCMC stores are fixed-shape summaries
-# (log joint, atoms per latent DP, atoms per group, concentrations), so that R-hat, ESS and
-# ArviZ work. The benchmark runs 4 longer chains (see `benchmarks/reports/coupled.md`).
+# Each MCMC sample is one sweep of the sampler (or `thin` sweeps); what MCMC stores are
+# fixed-shape summaries (log joint, atoms per latent DP, atoms per group, concentrations), so
+# that R-hat, ESS and ArviZ work. Digits-bags repeats its 64 pixel tokens many times within a
+# class (562k tokens, 640 (class, pixel) cells), so `label_step="blocked"` draws each cell's
+# labels as one multinomial instead of token by token. The benchmark runs 4 chains of 32,000
+# sweeps (see `benchmarks/reports/coupled_rhat.md`); these two are far too short to converge.
 
 # %%
-est = CoupledDP(config="scenes", truncation=6, max_iter=15, warmup=15, num_chains=2, random_state=0).fit(bags)
+est = CoupledDP(config="scenes", truncation=6, label_step="blocked", max_iter=100, warmup=100, num_chains=2,
+                random_state=0).fit(bags)
 print(f"{est.tokens_per_second_:,.0f} tokens/s; R-hat of the log joint: {est.rhat_:.3f}")
 idata = est.to_arviz()
 az.plot_trace(idata, var_names=["log_joint"])
