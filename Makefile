@@ -29,6 +29,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/bench_dp_gmm.py
 	$(PY) benchmarks/bench_stochastic.py
 	$(PY) benchmarks/bench_coupled.py
+	$(PY) benchmarks/bench_coupled_rhat.py
 
 notebooks: $(STAMP)
 	$(VENV)/bin/jupytext --to notebook tutorials/*.py

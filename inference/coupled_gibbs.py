@@ -13,8 +13,9 @@ checks with Geweke's joint-distribution test):
             them a cell's tokens are independent and alike, so its labels are one Multinomial(n_c,
             p(k) propto D_t(k) phi_k(w)) count vector. No other step reads phi, so drawing it and
             dropping it is a data-augmentation step for the same phi-collapsed posterior, at a
-            cost per cell, not per token (digits-bags: 562k tokens in 640 cells, a sweep 15x
-            cheaper, though it mixes about 2x slower a sweep). Gaussian: given the weights,
+            cost per cell, not per token (digits-bags: 562k tokens in 640 cells, 23 ms a sweep
+            against 147, though its log joint decorrelates in about 1800 sweeps against about
+            600 with split-merge moves). Gaussian: given the weights,
             inheritance and atoms, tokens are independent: one (N, K) table, one draw per token.
             Choosing the source u_ti is implicit: u_ti = s_{z_ti}.
     step 2  inheritance r_tk (eq. (12)): for each atom k in turn and every group at once, the
