@@ -1,8 +1,8 @@
 """``pyro.infer.MCMC`` over the coupled latent-DP Gibbs sampler (``inference.coupled_gibbs``).
 
 A thin ``MCMCKernel``: each ``sample`` call is ``thin`` Gibbs sweeps of the internal state (one
-by default), and what it returns are fixed-shape summaries, so that several chains stack, and R-hat, ESS and
-``arviz.from_pyro`` apply:
+by default), and what it returns are fixed-shape summaries, so that several chains stack, and
+R-hat, ESS and ``arviz.from_pyro`` apply:
 
     log_joint         ln p(x, every latent) of the truncated model (``models.coupled_dp``)
     atoms_per_source  (S,) atoms holding at least one observation, by owning latent DP
