@@ -209,7 +209,7 @@ class CoupledDP(Estimator):
 
     def _keep(self, problem, state, vocab):
         """The fitted point summary: the used atoms of one state, largest first."""
-        _, s, k = problem.sizes
+        s = problem.sizes[1]
         sizes = gibbs.label_counts(problem, state.z).sum(0)
         used = torch.argsort(sizes, descending=True)[: int((sizes > 0).sum())]
         self.n_clusters_ = len(used)

@@ -141,6 +141,13 @@ class Problem:
         starts = np.searchsorted(groups[order := np.argsort(groups, kind="stable")], np.arange(self.sizes[0] + 1))
         return order.astype(np.int64), starts.astype(np.int64)
 
+    @cached_property
+    def cell_index(self) -> tuple:
+        """Cells: the flat (group, atom) and (word, atom) position of every entry of the (C, K)
+        label counts, for ``label_counts`` and ``word_counts``, built once."""
+        atoms = torch.arange(self.sizes[2], device=self.x.device)
+        return tuple((index[:, None] * len(atoms) + atoms).flatten() for index in (self.groups, self.x))
+
 
 def cells(x: torch.Tensor, groups: torch.Tensor, vocab_size: int) -> tuple:
     """Tokens as (group, word) cells: (word of each cell, its group, its tokens), cells sorted
@@ -149,28 +156,19 @@ def cells(x: torch.Tensor, groups: torch.Tensor, vocab_size: int) -> tuple:
     return keys % vocab_size, keys // vocab_size, multiplicity
 
 
-def cell_labels(problem: Problem, x: torch.Tensor, groups: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
-    """Token labels z (N,) as the (C, K) label counts of ``problem``'s cells."""
-    _, _, k = problem.sizes
-    cell = torch.searchsorted(problem.groups * problem.vocab_size + problem.x, groups * problem.vocab_size + x)
-    counts = torch.zeros(len(problem.x) * k, dtype=problem.q.dtype, device=z.device)
-    return counts.index_add_(0, cell * k + z, torch.ones_like(z, dtype=counts.dtype)).view(-1, k)
-
-
 # -- pieces shared by the steps -------------------------------------------------------------
-def _sum_rows(table: torch.Tensor, index: torch.Tensor, size: int) -> torch.Tensor:
-    """(size, K): the rows of ``table`` (C, K) summed by ``index`` (C,), by one weighted bincount
-    (index_add over rows is many times slower on CPU)."""
+def _sum_rows(table: torch.Tensor, flat_index: torch.Tensor, size: int) -> torch.Tensor:
+    """(size, K): the rows of ``table`` (C, K) summed by one weighted bincount over their flat
+    positions (``Problem.cell_index``; index_add over rows is many times slower on CPU)."""
     k = table.shape[1]
-    flat = (index[:, None] * k + torch.arange(k, device=index.device)).flatten()
-    return torch.bincount(flat, weights=table.flatten(), minlength=size * k).view(size, k).to(table.dtype)
+    return torch.bincount(flat_index, weights=table.flatten(), minlength=size * k).view(size, k).to(table.dtype)
 
 
 def label_counts(problem: Problem, z: torch.Tensor) -> torch.Tensor:
     """m_tk: tokens of group t on atom k, (T, K)."""
     t, _, k = problem.sizes
     if problem.multiplicity is not None:
-        return _sum_rows(z, problem.groups, t)
+        return _sum_rows(z, problem.cell_index[0], t)
     counts = torch.zeros(t * k, dtype=problem.q.dtype, device=z.device)
     counts.index_add_(0, problem.groups * k + z, torch.ones_like(z, dtype=counts.dtype))
     return counts.view(t, k)
@@ -196,7 +194,7 @@ def word_counts(problem: Problem, z: torch.Tensor) -> torch.Tensor:
     """n_kw: tokens of word w on atom k, (K, V)."""
     _, _, k = problem.sizes
     if problem.multiplicity is not None:
-        return _sum_rows(z, problem.x, problem.vocab_size).T
+        return _sum_rows(z, problem.cell_index[1], problem.vocab_size).T
     counts = torch.zeros(k * problem.vocab_size, dtype=problem.q.dtype, device=z.device)
     counts.index_add_(0, z * problem.vocab_size + problem.x, torch.ones_like(z, dtype=counts.dtype))
     return counts.view(k, problem.vocab_size)

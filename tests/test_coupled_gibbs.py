@@ -119,9 +119,12 @@ def test_split_merge_moves_keep_the_joint_distribution(step, moves, draws):
 
 def _as_cells(state, x, groups=GROUPS):
     """A words problem and its state as (group, word) cells with (C, K) label counts."""
-    words, cell_groups, multiplicity = gibbs.cells(x, groups, FAMILIES["categorical"]["vocab_size"])
+    v = FAMILIES["categorical"]["vocab_size"]
+    words, cell_groups, multiplicity = gibbs.cells(x, groups, v)
     problem = _problem("categorical", words, cell_groups, multiplicity=multiplicity)
-    return problem, replace(state, z=gibbs.cell_labels(problem, x, groups, state.z))
+    cell = torch.searchsorted(cell_groups * v + words, groups * v + x)  # cells are sorted by group * V + word
+    counts = torch.zeros(len(words), problem.sizes[2]).index_put_((cell, state.z), torch.ones(len(x)), accumulate=True)
+    return problem, replace(state, z=counts)
 
 
 def _as_tokens(problem, state):
