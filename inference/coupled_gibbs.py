@@ -274,9 +274,10 @@ def update_labels(problem: Problem, state: GibbsState) -> GibbsState:  # step 1
     _, s, _ = problem.sizes
     mix = mixing_weights(state.coeffs, state.inherit, state.weight, state.source, s)
     if problem.multiplicity is not None:  # blocked, on cells: phi drawn, then each cell's counts
-        concentration = problem.beta + word_counts(problem, state.z)
-        phi = _sample_dirichlet_masked(concentration, torch.ones_like(concentration, dtype=torch.bool))
-        return replace(state, z=_multinomial_counts(problem.multiplicity, mix[problem.groups] * phi[:, problem.x].T))
+        z = _numpy(state.z)
+        coupled_numba.blocked_labels(*problem.host_arrays, z, _numpy(mix), problem.vocab_size, float(problem.beta),
+                                     int(torch.randint(2**31 - 1, ())))
+        return replace(state, z=torch.from_numpy(z).to(state.z))
     if problem.family == "categorical":
         z = _numpy(state.z, np.int64)
         # D_t(k) below 1e-30 of the group's largest are flushed to 0: even K of them would not
