@@ -63,8 +63,9 @@ class CoupledDP(Estimator):
     max_iter : samples per chain after warm-up. warmup : warm-up samples per chain.
     thin : sweeps per sample (1: every sweep is kept); the summaries and Pyro's bookkeeping cost
         about as much as a blocked sweep on digits-bags, so long runs there keep every 5th.
-    num_chains : chains run by ``pyro.infer.MCMC`` (in parallel processes where the machine has
-        the cores, one after the other otherwise).
+    num_chains : chains run by ``pyro.infer.MCMC``: in spawned worker processes where the machine
+        has the cores (more than num_chains; a script that fits then needs Python's ``if __name__ ==
+        "__main__":`` guard), one after the other otherwise.
     random_state, verbose : seed, and Pyro's progress bar.
 
     Fitted attributes: ``samples_`` (MCMC's summaries by chain: log_joint, atoms_per_source,
@@ -182,8 +183,9 @@ class CoupledDP(Estimator):
             alpha=None if self.alpha is None else float(self.alpha), split_merge_moves=int(self.split_merge))
         with tempfile.TemporaryDirectory() as folder:
             kernel = CoupledGibbsKernel(problem, thin=self.thin, state_dir=folder)
+            # chains in worker processes are spawned: a forked worker hangs once torch's thread pool runs
             mcmc = MCMC(kernel, num_samples=self.max_iter, warmup_steps=self.warmup, num_chains=self.num_chains,
-                        disable_progbar=not self.verbose)
+                        mp_context="spawn", disable_progbar=not self.verbose)
             sampling = time.perf_counter()
             mcmc.run()
             self.sampling_seconds_ = time.perf_counter() - sampling

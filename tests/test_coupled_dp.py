@@ -53,6 +53,19 @@ def test_the_blocked_label_step_recovers_the_topics_with_thinning():
     assert est.perplexity(held_out) < 5
 
 
+def test_chains_run_in_worker_processes_where_the_machine_has_the_cores(monkeypatch):
+    """pyro.infer.MCMC draws the chains in worker processes when num_chains <= cpu_count - 1 (here
+    forced): spawned, as a forked worker hangs in torch's thread pool, and their states come back."""
+    import pyro.infer.mcmc.api
+
+    monkeypatch.setattr(pyro.infer.mcmc.api.mp, "cpu_count", lambda: 8)
+    torch.rand(2**22).exp().sum()  # torch's thread pool started in this process, as by any large op
+    docs, groups = _corpus()
+    est = CoupledDP(truncation=4, max_iter=5, warmup=5, num_chains=2, random_state=0).fit(docs, groups)
+    assert est.samples_["log_joint"].shape == (2, 5) and np.isfinite(est.rhat_)
+    assert est.weights_.sum() == pytest.approx(1.0)
+
+
 def test_save_and_load_keep_the_topics(tmp_path):
     docs, groups = _corpus()
     est = CoupledDP(truncation=4, max_iter=5, warmup=5, random_state=1).fit(docs, groups)
