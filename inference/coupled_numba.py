@@ -112,10 +112,11 @@ def blocked_labels(x, groups, z, mixing, vocab, beta, seed):  # pragma: no cover
     p = np.empty(k_count)
     for c in range(x.shape[0]):
         t, w = groups[c], x[c]
-        left = 0.0
+        left, last = 0.0, 0
         for k in range(k_count):
             p[k] = mixing[t, k] * phi[w, k]
             left += p[k]
+            last = k if p[k] > 0 else last
         remaining = int(z[c].sum())
         z[c] = 0.0
         for k in range(k_count):
@@ -126,6 +127,7 @@ def blocked_labels(x, groups, z, mixing, vocab, beta, seed):  # pragma: no cover
                 z[c, k] = m
                 remaining -= m
                 left -= p[k]
+        z[c, last] += remaining  # what a running sum rounded above the last p[k] left (exactly: none)
 
 
 @njit(cache=True)
