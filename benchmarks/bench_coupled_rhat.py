@@ -3,7 +3,7 @@ pyro.infer.MCMC in seed 003 section 5.2's set-up (``config="scenes"``: a local l
 at q = 1, 0.2 to the other locals, a global one at q = 0.5; 10 atoms per latent DP), with the
 blocked label step (``label_step="blocked"``: 562k tokens in 517 (digit, pixel) cells), R-hat and
 ESS of the log joint over the kept samples (every 10th sweep). Writes benchmarks/reports/coupled_rhat.md
-and coupled_rhat.png (the chains' log joint against the sweep). About 50 min on 2 CPU cores.
+and coupled_rhat.png (the chains' log joint against the sweep). About 85 min on 2 CPU cores.
 
     python benchmarks/bench_coupled_rhat.py [--warmup 2000] [--sweeps 80000] [--thin 10]
 """
