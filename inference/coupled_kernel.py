@@ -107,8 +107,7 @@ class CoupledGibbsKernel(MCMCKernel):
         pass  # the sampler starts from its own prior draw (setup); summaries cannot seed it
 
     def sample(self, params):
-        for _ in range(self.thin):
-            self.state = gibbs.sweep(self.problem, self.state)
+        self.state = gibbs.sweep(self.problem, self.state, self.thin)
         self._t += 1
         return self.summary(self.state)
 

@@ -95,9 +95,16 @@ def blocked_labels(x, groups, z, mixing, vocab, beta, seed):  # pragma: no cover
     """Step 1 on (group, word) cells: z (C, K), each cell's label counts, is redrawn in place (its
     row sums, the cells' tokens n_c, kept). Topics phi_k ~ Dir(beta + n_k.) (gamma draws,
     normalised; only for atoms some group reaches), then each cell's tokens as one Multinomial(n_c,
-    p(k) propto D_t(k) phi_k(w)), drawn as binomials over the atoms its group reaches; ``seed``
+    p(k) propto D_t(k) phi_k(w)), drawn as binomials over the atoms its group reaches, in order of
+    falling D_t(k); ``seed``
     seeds numba's generator (drawn by the caller from torch's)."""
     np.random.seed(seed)
+    draw_cell_labels(x, groups, z, mixing, vocab, beta)
+
+
+@njit(cache=True)
+def draw_cell_labels(x, groups, z, mixing, vocab, beta):  # pragma: no cover (compiled)
+    """``blocked_labels`` on numba's generator as it stands (for callers that seed it once)."""
     k_count = mixing.shape[1]
     nwk, nk = _word_counts(x, z, vocab, k_count)
     phi = np.zeros((vocab, k_count))  # word-major, as nwk
@@ -109,17 +116,23 @@ def blocked_labels(x, groups, z, mixing, vocab, beta, seed):  # pragma: no cover
             phi[w, k] = max(np.random.gamma(beta + nwk[w, k]), 1e-300)
             total += phi[w, k]
         phi[:, k] /= total
+    # each group's atoms by falling D_t(k): a cell's tokens are then mostly placed after a few binomials
+    order = np.empty(mixing.shape, dtype=np.int64)
+    width = np.zeros(mixing.shape[0], dtype=np.int64)
+    for t in range(mixing.shape[0]):
+        order[t] = np.argsort(-mixing[t])
+        width[t] = (mixing[t] > 0).sum()
     p = np.empty(k_count)
     for c in range(x.shape[0]):
         t, w = groups[c], x[c]
         left, last = 0.0, 0
-        for k in range(k_count):
+        for k in order[t, :width[t]]:
             p[k] = mixing[t, k] * phi[w, k]
             left += p[k]
             last = k if p[k] > 0 else last
         remaining = int(z[c].sum())
         z[c] = 0.0
-        for k in range(k_count):
+        for k in order[t, :width[t]]:
             if remaining == 0:
                 break
             if p[k] > 0:

@@ -2,12 +2,14 @@
 joint-distribution test (successive-conditional against marginal-conditional) passes."""
 
 from dataclasses import replace
+from functools import partial
 
 import numpy as np
 import pyro
 import pytest
 import torch
 
+from bnpzoo.inference import coupled_cells
 from bnpzoo.inference import coupled_gibbs as gibbs
 from bnpzoo.models.coupled_dp import model
 
@@ -45,11 +47,16 @@ def _regenerate(family, state):
 
 def _statistics(family, state, x, groups=GROUPS):
     squash = lambda v: v / (1 + v.abs())  # noqa: E731  bounded, so means have finite variance
+    source_mass = torch.zeros_like(state.alpha).index_add_(0, state.source, state.weight)[state.source]
     common = [state.coeffs[:, 0].mean(), state.inherit.mean(), (state.source == 0).double().mean(),
               squash(state.weight).mean(), (state.z == 0).double().mean(),
               (state.source[state.z] == 0).double().mean(), (state.z < 2).double().mean(), squash(state.alpha).mean(),
               (state.z[groups == 0, None] == state.z[None, groups == 1]).double().mean(),  # shared across groups
-              (torch.bincount(state.z, minlength=state.weight.shape[0]) > 0).double().mean()]  # atoms used
+              (torch.bincount(state.z, minlength=state.weight.shape[0]) > 0).double().mean(),  # atoms used
+              # labels against the coefficients, weights and concentrations they were drawn with (a
+              # step that draws one of these from its prior keeps every marginal above)
+              state.coeffs[groups, state.source[state.z]].mean(), (state.weight / source_mass)[state.z].mean(),
+              squash(state.alpha[state.source[state.z]]).mean()]
     if family == "categorical":
         specific = [(x == 0).double().mean(), (x[groups == 0, None] == x[None, groups == 1]).double().mean()]
     else:
@@ -153,16 +160,22 @@ def test_cells_give_the_same_counts_and_log_joint_as_tokens():
         assert torch.equal(torch.sort(x_back).values, torch.sort(x).values) and torch.equal(groups_back, GROUPS)
 
 
-def test_the_blocked_label_step_keeps_the_joint_distribution():
-    """Step 1 on cells (topics drawn, one multinomial per cell): from exact draws of the joint it
-    gives exact draws again, and it does move the labels."""
+CELL_STEPS = [gibbs.update_labels] + [partial(gibbs.cells_sweep, steps=(n,)) for n in coupled_cells.STEPS.tolist()]
+
+
+@pytest.mark.parametrize("step", CELL_STEPS, ids=["blocked-labels"] + [f"compiled-{n}" for n in coupled_cells.STEPS])
+def test_each_step_on_cells_keeps_the_joint_distribution(step):
+    """On cells: step 1 as ``update_labels`` runs it (topics drawn, one multinomial per cell), and
+    each step of the compiled sweep alone (``inference.coupled_cells``). From exact draws of the
+    joint each gives exact draws again; the label steps do move the labels."""
     changes = []
     for _ in range(1000):
         problem, state = _as_cells(*_draw("categorical"))
         before = _statistics("categorical", *_as_tokens(problem, state))
-        changes.append(_statistics("categorical", *_as_tokens(problem, gibbs.update_labels(problem, state))) - before)
+        changes.append(_statistics("categorical", *_as_tokens(problem, step(problem, state))) - before)
     z = _paired_z_scores(changes)
-    assert len(z) >= 5 and np.abs(z).max() < 4, z
+    labels = step is gibbs.update_labels or step.keywords["steps"] == (1,)
+    assert len(z) >= (5 if labels else 1) and np.abs(z).max() < 4, z
 
 
 def geweke_z_scores(family, draws=3000, batch=100, cells=False):
