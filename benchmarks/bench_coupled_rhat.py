@@ -1,11 +1,12 @@
 """Convergence of the coupled latent-DP sampler on digits-bags (issue 4): 4 chains under
 pyro.infer.MCMC in seed 003 section 5.2's set-up (``config="scenes"``: a local latent DP per digit
 at q = 1, 0.2 to the other locals, a global one at q = 0.5; 10 atoms per latent DP), with the
-blocked label step (``label_step="blocked"``: 562k tokens in 517 (digit, pixel) cells), R-hat and
-ESS of the log joint over the kept samples (every 10th sweep). Writes benchmarks/reports/coupled_rhat.md
-and coupled_rhat.png (the chains' log joint against the sweep). About 85 min on 2 CPU cores.
+blocked label step (``label_step="blocked"``: 562k tokens in 517 (digit, pixel) cells, the sweep
+compiled end to end, ``inference.coupled_cells``), R-hat and ESS of the log joint over the kept
+samples (every 20th sweep). Writes benchmarks/reports/coupled_rhat.md and coupled_rhat.png (the
+chains' log joint against the sweep). About 70 min on 2 CPU cores.
 
-    python benchmarks/bench_coupled_rhat.py [--warmup 2000] [--sweeps 80000] [--thin 10]
+    python benchmarks/bench_coupled_rhat.py [--warmup 2000] [--sweeps 200000] [--thin 20]
 """
 
 import argparse
@@ -43,8 +44,8 @@ def figure(log_joint, warmup, thin, path):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--warmup", type=int, default=2000, help="warm-up sweeps per chain")
-    parser.add_argument("--sweeps", type=int, default=80000, help="kept sweeps per chain")
-    parser.add_argument("--thin", type=int, default=10, help="sweeps per kept sample")
+    parser.add_argument("--sweeps", type=int, default=200000, help="kept sweeps per chain")
+    parser.add_argument("--thin", type=int, default=20, help="sweeps per kept sample")
     parser.add_argument("--chains", type=int, default=4)
     args = parser.parse_args()
     est = CoupledDP(config="scenes", truncation=10, label_step="blocked", warmup=args.warmup // args.thin,
@@ -57,7 +58,8 @@ def main():
         f"# Coupled latent DPs: convergence on digits-bags ({datetime.date.today()}, {platform.machine()}, "
         f"{platform.processor() or 'cpu'})", "",
         f"{args.chains} chains x ({args.warmup} warm-up + {args.sweeps} kept sweeps, every {args.thin}th kept) under "
-        f"pyro.infer.MCMC, config scenes, 10 atoms per latent DP, blocked label step; {est.n_tokens_:,} tokens.", "",
+        f"pyro.infer.MCMC, config scenes, 10 atoms per latent DP, blocked label step, compiled sweep; "
+        f"{est.n_tokens_:,} tokens.", "",
         f"- R-hat of the log joint: {est.rhat_:.4f}",
         f"- ESS of the log joint: {ess:.1f}",
         "- log joint by chain, mean (sd): " + ", ".join(f"{m:,.0f} ({s:,.0f})" for m, s in
