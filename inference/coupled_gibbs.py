@@ -49,7 +49,8 @@ checks with Geweke's joint-distribution test):
             every candidate source j is scored by the prior of w_k under Gamma(alpha_j / L, 1)
             and prod_t sum_{r in 0, 1} q_tj^r (1 - q_tj)^{1 - r} p(z_t | s_k = j, r_tk = r)
             (seed 003's eq. (14) with the labels' likelihood, which the truncated model adds, and
-            r_.k summed out); then r_.k is drawn given the new owner as in step 2.
+            r_.k summed out); then r_.k is drawn given the new owner as in step 2. On cells, steps
+            2 and 5 integrate c out and step 3 follows them (``inference.coupled_cells``).
     step 6  weights w_k: p(z_t | w) has the normalisers W_ts^{-n_ts}; with auxiliaries
             V_ts ~ Gamma(n_ts, W_ts) (W^{-n} = int V^{n-1} e^{-V W} dV / Gamma(n)),
             w_k | V ~ Gamma(alpha_{s_k} / L + m_k, 1 + sum_t r_tk V_{t s_k}); then, V dropped, each

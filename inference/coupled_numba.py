@@ -144,14 +144,26 @@ def draw_cell_labels(x, groups, z, mixing, vocab, beta):  # pragma: no cover (co
 
 
 @njit(cache=True)
-def _term(n, log_c, log_mass):
-    """(n (ln c - ln W), 0), or (0, 1) when n > 0 meets c = 0 or W = 0: a label of zero
+def _term(n, c, log_c, log_mass, collapsed):
+    """(n (ln c - ln W), 0), or with the coefficients integrated out (c = alpha_s q_ts)
+    (ln G(c + n) - ln G(c) - n ln W, 0); (0, 1) when n > 0 meets c = 0 or W = 0: a label of zero
     probability, counted apart so that running sums never hold an infinity."""
     if n == 0:
         return 0.0, 0
     if log_c == -np.inf or log_mass == -np.inf:
         return 0.0, 1
+    if collapsed:
+        return math.lgamma(c + n) - math.lgamma(c) - n * log_mass, 0
     return n * (log_c - log_mass), 0
+
+
+@njit(cache=True)
+def _normaliser(total, norm, collapsed):
+    """The groups' term in Z_t = sum of c_ts over the active sources: n_t ln Z_t, or with the
+    coefficients integrated out (Z_t = sum of alpha_s q_ts) ln G(Z_t + n_t) - ln G(Z_t)."""
+    if collapsed:
+        return math.lgamma(norm + total) - math.lgamma(norm)
+    return total * np.log(norm)
 
 
 @njit(cache=True)
@@ -171,15 +183,15 @@ def _logaddexp(a, b):
 
 @njit(cache=True)
 def _column(t_count, s, sign, n, inherited, log_c, log_mass, log_mass_all, atoms_all, coeffs,
-            base, base_all, norm, norm_all, broken, broken_all):
+            base, base_all, norm, norm_all, broken, broken_all, collapsed):
     """Add (sign 1) or remove (sign -1) column s's share of every group's sums. The normalisers
     Z_t are summed afresh on adding (coefficients span hundreds of orders of magnitude, and
     Z - c_ts would leave rounding residue of c_ts's size where the rest of Z is far smaller)."""
     for t in range(t_count):
-        value, flag = _term(n[t, s], log_c[t, s], log_mass[t, s])
+        value, flag = _term(n[t, s], coeffs[t, s], log_c[t, s], log_mass[t, s], collapsed)
         base[t] += sign * value
         broken[t] += sign * flag
-        value, flag = _term(n[t, s], log_c[t, s], log_mass_all[s])
+        value, flag = _term(n[t, s], coeffs[t, s], log_c[t, s], log_mass_all[s], collapsed)
         base_all[t] += sign * value
         broken_all[t] += sign * flag
         if sign > 0:
@@ -224,13 +236,16 @@ def _shift_atom(k, s, sign, counts, inherit, weight, source, n, inherited, mass,
 
 @njit(cache=True)
 def move_atoms(counts, inherit, source, weight, coeffs, log_q, log_not_q, weight_prior, uniforms,
-               move_owner):  # pragma: no cover (compiled)
+               move_owner, collapsed=False):  # pragma: no cover (compiled)
     """counts m (T, K); inherit r (T, K) in {0, 1} and source s (K,) are updated in place;
     weight_prior (K, S) = ln Gamma(w_k; alpha_j / L, 1); uniforms (K, T + 1).
 
     The groups' sums base_t = sum_s n_ts (ln c_ts - ln W_ts), its fall-back base_all_t, and the
     normalisers Z_t (norm, norm_all) are kept current: taking atom k out touches only its
-    owner's column."""
+    owner's column. ``collapsed``: coeffs holds alpha_s q_ts and the coefficients are integrated
+    out, c_t restricted to the active sources A_t and renormalised being Dir(alpha q_A) (step 3):
+    p(z_t | .) = G(sum_A alpha q) / G(sum_A alpha q + n_t) prod_A G(alpha_s q_ts + n_ts) / G(alpha_s q_ts)
+    x prod_k (w_k / W_{t s_k})^{m_tk}; a step 3 draw of c must follow."""
     t_count, k_count = counts.shape
     s_count = coeffs.shape[1]
     n = np.zeros((t_count, s_count))
@@ -252,18 +267,18 @@ def move_atoms(counts, inherit, source, weight, coeffs, log_q, log_not_q, weight
     broken, broken_all = np.zeros(t_count, dtype=np.int64), np.zeros(t_count, dtype=np.int64)
     for s in range(s_count):
         _column(t_count, s, 1, n, inherited, log_c, log_mass, log_mass_all, atoms_all, coeffs, base, base_all,
-                norm, norm_all, broken, broken_all)
+                norm, norm_all, broken, broken_all, collapsed)
     ll = np.empty((s_count, 2, t_count))
     score = np.empty(s_count)
     for k in range(k_count):
         old, w = source[k], weight[k]
         # take atom k out: only its owner's column changes
         _column(t_count, old, -1, n, inherited, log_c, log_mass, log_mass_all, atoms_all, coeffs, base, base_all,
-                norm, norm_all, broken, broken_all)
+                norm, norm_all, broken, broken_all, collapsed)
         _shift_atom(k, old, -1, counts, inherit, weight, source, n, inherited, mass, log_mass, mass_all, log_mass_all,
                     atoms_all, per_group, bad)
         _column(t_count, old, 1, n, inherited, log_c, log_mass, log_mass_all, atoms_all, coeffs, base, base_all,
-                norm, norm_all, broken, broken_all)
+                norm, norm_all, broken, broken_all, collapsed)
         score[:] = -np.inf
         for j in range(s_count):
             if not move_owner and j != old:
@@ -277,21 +292,21 @@ def move_atoms(counts, inherit, source, weight, coeffs, log_q, log_not_q, weight
                     z_t = 1.0
                     if per_group[t] + r == 0:  # the fall-back: every atom, W = Wall
                         z_t = norm_all[t] - (c if atoms_all[j] > 0 else 0.0) + c
-                        before, lost = _term(n[t, j], lc, log_mass_all[j])
-                        after, gained = _term(n[t, j] + m, lc, log_all_with)
+                        before, lost = _term(n[t, j], c, lc, log_mass_all[j], collapsed)
+                        after, gained = _term(n[t, j] + m, c, lc, log_all_with, collapsed)
                         value, flags = base_all[t] - before + after, broken_all[t] - lost + gained
                     elif bad[t] > 0 or (m > 0 and r == 0):
                         value, flags = 0.0, 1
                     else:
                         z_t = norm[t] - (c if inherited[t, j] > 0 else 0.0) + (c if inherited[t, j] + r > 0 else 0.0)
                         log_new = log_mass[t, j] if r == 0 else np.log(mass[t, j] + w)
-                        before, lost = _term(n[t, j], lc, log_mass[t, j])
-                        after, gained = _term(n[t, j] + m, lc, log_new)
+                        before, lost = _term(n[t, j], c, lc, log_mass[t, j], collapsed)
+                        after, gained = _term(n[t, j] + m, c, lc, log_new, collapsed)
                         value, flags = base[t] - before + after, broken[t] - lost + gained
                     if flags > 0 or (total[t] > 0 and z_t <= 0):
                         value = -np.inf
                     elif total[t] > 0:
-                        value -= total[t] * np.log(z_t)
+                        value -= _normaliser(total[t], z_t, collapsed)
                     ll[j, r, t] = value
                     both = _logaddexp(both, value + (log_q[t, j] if r == 1 else log_not_q[t, j]))
                 score[j] += both
@@ -323,11 +338,11 @@ def move_atoms(counts, inherit, source, weight, coeffs, log_q, log_not_q, weight
                 inherit[t, k] = 1 if uniforms[k, t] < keep else 0
         # put atom k back under its (new) owner
         _column(t_count, new, -1, n, inherited, log_c, log_mass, log_mass_all, atoms_all, coeffs, base, base_all,
-                norm, norm_all, broken, broken_all)
+                norm, norm_all, broken, broken_all, collapsed)
         _shift_atom(k, new, 1, counts, inherit, weight, source, n, inherited, mass, log_mass, mass_all, log_mass_all,
                     atoms_all, per_group, bad)
         _column(t_count, new, 1, n, inherited, log_c, log_mass, log_mass_all, atoms_all, coeffs, base, base_all,
-                norm, norm_all, broken, broken_all)
+                norm, norm_all, broken, broken_all, collapsed)
 
 
 @njit(cache=True)
