@@ -60,7 +60,7 @@ plt.tight_layout()
 # fixed-shape summaries (log joint, atoms per latent DP, atoms per group, concentrations), so
 # that R-hat, ESS and ArviZ work. Digits-bags repeats its 64 pixel tokens many times within a
 # class (562k tokens, 517 (class, pixel) cells), so `label_step="blocked"` draws each cell's
-# labels as one multinomial instead of token by token. The benchmark runs 4 chains of 202,000
+# labels as one multinomial instead of token by token. The benchmark runs 4 chains of 102,000
 # sweeps (see `benchmarks/reports/coupled_rhat.md`); these two are far too short to converge.
 
 # %%
