@@ -52,7 +52,7 @@ class CoupledDP(Estimator):
     label_step : how words' labels are drawn (``inference.coupled_gibbs``, step 1): "collapsed",
         token by token with the topics integrated out, or "blocked", on (group, word) cells: topics
         drawn, then one multinomial per cell. Blocked costs per cell, not per token, and pays
-        where tokens repeat within groups (digits-bags: 562k tokens in 517 cells, 4.7 ms a sweep
+        where tokens repeat within groups (digits-bags: 562k tokens in 517 cells, about 5 ms a sweep
         against 147, though its log joint decorrelates about 3x slower a sweep); it runs no
         split-merge moves (run on cells, they left that decorrelation as it was).
     split_merge : split-merge moves per group in each of the sampler's steps 3 and 6 (words only;

@@ -13,7 +13,7 @@ checks with Geweke's joint-distribution test):
             them a cell's tokens are independent and alike, so its labels are one Multinomial(n_c,
             p(k) propto D_t(k) phi_k(w)) count vector. No other step reads phi, so drawing it and
             dropping it is a data-augmentation step for the same phi-collapsed posterior, at a
-            cost per cell, not per token (digits-bags: 562k tokens in 517 cells, 4.7 ms a sweep
+            cost per cell, not per token (digits-bags: 562k tokens in 517 cells, about 5 ms a sweep
             against 147, though its log joint decorrelates in about 1800 sweeps against about
             600 with split-merge moves; ``coupled_numba.blocked_labels``, and on cells the whole
             sweep runs compiled, ``cells_sweep``). Gaussian: given the
