@@ -217,8 +217,8 @@ def sweeps(x, groups, z, alpha, source, weight, coeffs, inherit, q, atoms_per_so
                 draw_cell_labels(x, groups, z, _mixing(coeffs, inherit, weight, source), vocab, beta)
                 counts = _label_counts(groups, z, t_count)
             elif step == 2 or step == 5:
-                prior = np.empty((k_count, alpha.shape[0]))  # ln Gamma(w_k; alpha_j / L, 1)
-                for k in range(k_count):
+                prior = np.zeros((k_count, alpha.shape[0]))  # ln Gamma(w_k; alpha_j / L, 1): step 5 scores owners
+                for k in range(k_count if step == 5 else 0):
                     for j in range(alpha.shape[0]):
                         prior[k, j] = _gamma_log_density(weight[k], alpha[j] / atoms_per_source)
                 move_atoms(counts, inherit, source, weight, alpha * q, log_q, log_not_q, prior,
