@@ -5,9 +5,8 @@ step works on arrays of T x S, T x K or C x K entries. On digits-bags (10 x 11 x
 a sweep of the torch steps took 11 ms, 6 of them torch's per-call overhead in steps 3, 6 and 7 and
 around the compiled steps 1, 2 and 5. Here the whole sweep, many sweeps per call, runs under
 numba on one generator seeded from torch's, in 4 to 5 ms (steps 2 and 5: about 3, step 1: about
-1): the
-same steps and the same full conditionals as ``coupled_gibbs`` (whose docstring derives them),
-drawn in a different order of random numbers:
+1): the same steps as ``coupled_gibbs`` (whose docstring derives their full conditionals), steps
+2 and 5 with the coefficients integrated out, drawn in a different order of random numbers:
 
     step 1     ``coupled_numba.draw_cell_labels`` on D_t from ``_mixing``
     steps 2, 5 ``coupled_numba.move_atoms`` with the coefficients c integrated out, so that an atom

@@ -9,6 +9,7 @@ import pyro
 import pytest
 import torch
 
+from bnpzoo.inference import coupled_cells
 from bnpzoo.inference import coupled_gibbs as gibbs
 from bnpzoo.models.coupled_dp import model
 
@@ -160,7 +161,7 @@ def test_cells_give_the_same_counts_and_log_joint_as_tokens():
 
 
 # the compiled steps 2 and 5 integrate the coefficients out, so each keeps the joint with step 3 after it
-CELL_BLOCKS = [(1,), (2, 3), (5, 3), (3,), (6,), (7,)]
+CELL_BLOCKS = [(n, 3) if n in (2, 5) else (n,) for n in coupled_cells.STEPS.tolist()]
 CELL_STEPS = [gibbs.update_labels] + [partial(gibbs.cells_sweep, steps=block) for block in CELL_BLOCKS]
 
 
