@@ -35,6 +35,7 @@ from bnpzoo.inference.coupled_numba import draw_cell_labels, move_atoms
 
 TINY = np.finfo(np.float64).tiny  # the floor of gamma draws that underflow (``coupled_gibbs._floored``)
 STEPS = np.array([1, 2, 5, 3, 6, 7], dtype=np.int64)
+ATOM_STEPS = (2, 5)  # the steps that integrate c out (``move_atoms``), so that step 3 must follow
 
 
 @njit(cache=True)
@@ -215,7 +216,7 @@ def sweeps(x, groups, z, alpha, source, weight, coeffs, inherit, q, atoms_per_so
             if step == 1:
                 draw_cell_labels(x, groups, z, _mixing(coeffs, inherit, weight, source), vocab, beta)
                 counts = _label_counts(groups, z, t_count)
-            elif step == 2 or step == 5:
+            elif step in ATOM_STEPS:
                 prior = np.zeros((k_count, alpha.shape[0]))  # ln Gamma(w_k; alpha_j / L, 1): step 5 scores owners
                 for k in range(k_count if step == 5 else 0):
                     for j in range(alpha.shape[0]):

@@ -160,8 +160,8 @@ def test_cells_give_the_same_counts_and_log_joint_as_tokens():
         assert torch.equal(torch.sort(x_back).values, torch.sort(x).values) and torch.equal(groups_back, GROUPS)
 
 
-# the compiled steps 2 and 5 integrate the coefficients out, so each keeps the joint with step 3 after it
-CELL_BLOCKS = [(n, 3) if n in (2, 5) else (n,) for n in coupled_cells.STEPS.tolist()]
+# the compiled atom steps integrate the coefficients out, so each keeps the joint with step 3 after it
+CELL_BLOCKS = [(n, 3) if n in coupled_cells.ATOM_STEPS else (n,) for n in coupled_cells.STEPS.tolist()]
 CELL_STEPS = [gibbs.update_labels] + [partial(gibbs.cells_sweep, steps=block) for block in CELL_BLOCKS]
 
 
