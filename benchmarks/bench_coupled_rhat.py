@@ -15,11 +15,13 @@ import datetime
 import platform
 from pathlib import Path
 
-import arviz as az
 import numpy as np
 
 from bnpzoo import CoupledDP
 from bnpzoo.corpus import digits_bags
+from bnpzoo.diagnostics import arviz
+
+az = arviz()
 
 REPORT = Path(__file__).parent / "reports" / "coupled_rhat.md"
 

@@ -17,6 +17,7 @@ import torch
 from bnpzoo._validation import Interval, OneOf, check_array
 from bnpzoo.base import Estimator
 from bnpzoo.corpus import Corpus
+from bnpzoo.diagnostics import arviz
 from bnpzoo.inference import coupled_gibbs as gibbs
 from bnpzoo.inference.coupled_kernel import CoupledGibbsKernel, log_joint
 from bnpzoo.models.coupled_configs import CONFIGS, inheritance_matrix
@@ -205,9 +206,7 @@ class CoupledDP(Estimator):
     def _rhat(self) -> float:
         if self.num_chains < 2:
             return float("nan")
-        import arviz as az
-
-        return float(az.rhat(self.to_arviz(), var_names=["log_joint"])["log_joint"])
+        return float(arviz().rhat(self.to_arviz(), var_names=["log_joint"])["log_joint"])
 
     def _keep(self, problem, state, vocab):
         """The fitted point summary: the used atoms of one state, largest first."""
@@ -238,11 +237,9 @@ class CoupledDP(Estimator):
 
     def to_arviz(self):
         """The chains' summaries as ArviZ InferenceData (``arviz.from_pyro``), for R-hat and ESS."""
-        import arviz as az
-
         if not hasattr(self, "mcmc_"):
             raise ValueError("to_arviz needs the MCMC run of this session's fit (it is not saved)")
-        return az.from_pyro(self.mcmc_)
+        return arviz().from_pyro(self.mcmc_)
 
     def predict(self, X, groups):
         """Real vectors only: the MAP atom of each row under its group's mixture,

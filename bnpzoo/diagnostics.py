@@ -1,4 +1,5 @@
-"""ArviZ export and model comparison (the one module that talks to ArviZ).
+"""ArviZ export and model comparison (the one module that imports ArviZ: everything else,
+tests, tutorials and benchmarks included, calls ``arviz()``).
 
 Written against arviz 0.x (``az.from_dict`` / ``az.compare``); 1.x dropped the Pyro converter.
 """
@@ -8,10 +9,12 @@ import warnings
 import torch
 
 
-def _arviz():
-    """Import ArviZ on first use (it is slow to import and announces its 1.x refactor)."""
+def arviz():
+    """The ArviZ module, imported on first use (it is slow to import). ArviZ 0.23 warns about its
+    1.x refactor on import once a day per machine (a stamp in the user's cache directory); the
+    notice is not about anything the caller did, so it is silenced here."""
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", FutureWarning)
+        warnings.filterwarnings("ignore", category=FutureWarning, module="arviz")
         import arviz
 
     return arviz
@@ -25,7 +28,7 @@ def inference_data(estimator, x: torch.Tensor, draws: dict):
         for s in range(num_draws)
     ])
     as_chain = lambda t: t.detach().cpu().numpy()[None]
-    return _arviz().from_dict(
+    return arviz().from_dict(
         posterior={name: as_chain(value) for name, value in draws.items()},
         log_likelihood={"x": as_chain(log_lik)},
         observed_data={"x": x.cpu().numpy()},
@@ -44,4 +47,4 @@ def compare(fitted: dict, X, *, ic: str = "loo", num_draws: int = 200, random_st
     with warnings.catch_warnings():
         # arviz 0.23 calls a pandas API that pandas 3.1 deprecates; not ours to act on
         warnings.filterwarnings("ignore", message="The inplace keyword in DataFrame")
-        return _arviz().compare(data, ic=ic)
+        return arviz().compare(data, ic=ic)

@@ -213,10 +213,12 @@ def test_geweke_joint_distribution_test_passes(family, cells):
 
 @pytest.mark.filterwarnings("ignore:num_chains=2 is more than available_cpu")
 def test_the_kernel_runs_under_pyro_mcmc_and_exports_to_arviz():
-    import arviz as az
     from pyro.infer import MCMC
 
+    from bnpzoo.diagnostics import arviz
     from bnpzoo.inference.coupled_kernel import CoupledGibbsKernel
+
+    az = arviz()
 
     _, x = _draw("categorical")
     kernel = CoupledGibbsKernel(_problem("categorical", x))

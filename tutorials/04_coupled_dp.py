@@ -25,13 +25,15 @@
 # %%
 import warnings
 
-import arviz as az
 import matplotlib.pyplot as plt
 import numpy as np
 
 from bnpzoo import CoupledDP
 from bnpzoo.corpus import digits_bags
+from bnpzoo.diagnostics import arviz
 from bnpzoo.models.coupled_configs import inheritance_matrix
+
+az = arviz()  # ArviZ itself, without its once-a-day notice about the coming 1.x
 
 warnings.filterwarnings("ignore", message="num_chains")  # 2 chains on a 2-core machine run one after the other
 
