@@ -3,6 +3,8 @@
 from bnpzoo.coupled_dp import CoupledDP
 from bnpzoo.diagnostics import compare
 from bnpzoo.dp_gmm import DPGMM
+from bnpzoo.mixture import MixtureSVI
+from bnpzoo.pyp_ggm import PYPGGM
 
 __version__ = "0.1.0"
-__all__ = ["CoupledDP", "DPGMM", "compare", "__version__"]
+__all__ = ["CoupledDP", "DPGMM", "MixtureSVI", "PYPGGM", "compare", "__version__"]

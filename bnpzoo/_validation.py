@@ -43,6 +43,26 @@ class OneOf:
         return any(value is o or (type(value) is type(o) and value == o) for o in self.options)
 
 
+class Scale:
+    """A positive finite number, or a non-empty 1-D array of them (one per feature), or None."""
+
+    kind = float
+    optional = True
+
+    def describe(self) -> str:
+        return "a positive number, one per feature, or None"
+
+    def accepts(self, value) -> bool:
+        if value is None:
+            return True
+        try:
+            arr = np.asarray(value.detach().cpu() if isinstance(value, torch.Tensor) else value, dtype=float)
+        except (TypeError, ValueError):
+            return False
+        return arr.ndim <= 1 and arr.size > 0 and bool(np.isfinite(arr).all() and (arr > 0).all()) and \
+            not isinstance(value, bool)
+
+
 def check_params(params: dict, constraints: dict) -> None:
     """Raise ValueError naming the first argument outside its declared range."""
     for name, constraint in constraints.items():

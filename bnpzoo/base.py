@@ -29,6 +29,11 @@ class Estimator:
     def _param_names(cls):
         return [p for p in inspect.signature(cls.__init__).parameters if p != "self"]
 
+    def _store(self, arguments: dict) -> None:
+        """``__init__``'s one job: keep each argument as it was given (``_store(locals())``)."""
+        for name in self._param_names():
+            setattr(self, name, arguments[name])
+
     def get_params(self, deep=True) -> dict:
         return {name: getattr(self, name) for name in self._param_names()}
 
@@ -50,6 +55,8 @@ class Estimator:
             raise ValueError(f"this {type(self).__name__} is not fitted yet: call fit(X) first")
 
     # -- persistence -----------------------------------------------------------------------
+    _unsaved_params: tuple = ()  # parameters that are code (a Pyro program): ``load`` takes them again
+
     def save(self, path) -> None:
         """Write parameters and fitted state; ``load`` restores predictions exactly."""
         self._check_fitted()
@@ -57,15 +64,19 @@ class Estimator:
         for name in self._fitted_attributes:
             value = getattr(self, name)
             state[name] = value.detach().cpu() if isinstance(value, torch.Tensor) else value
-        torch.save({"format": FORMAT_VERSION, "class": type(self).__name__,
-                    "params": self.get_params(), "state": state}, path)
+        params = {k: v for k, v in self.get_params().items() if k not in self._unsaved_params}
+        torch.save({"format": FORMAT_VERSION, "class": type(self).__name__, "params": params, "state": state}, path)
 
     @classmethod
-    def load(cls, path, *, map_location=None):
+    def load(cls, path, *, map_location=None, **code):
+        """Restore a saved estimator; parameters that are code (``_unsaved_params``) are given again."""
+        missing = [name for name in cls._unsaved_params if name not in code]
+        if missing:
+            raise ValueError(f"{cls.__name__}.load needs {', '.join(f'{n}=' for n in missing)} again: code is not saved")
         blob = torch.load(path, map_location=map_location, weights_only=True)
         if blob.get("class") != cls.__name__:
             raise ValueError(f"{path} holds a {blob.get('class')}, not a {cls.__name__}")
-        est = cls(**blob["params"])
+        est = cls(**blob["params"], **code)
         for name, value in blob["state"].items():
             setattr(est, name, value)
         return est

@@ -157,7 +157,7 @@ def cmd_compare(args, extra) -> None:
         raise UsageError(f"bnpzoo compare: unrecognized arguments: {' '.join(extra)}")
     dataset, _ = _load(args, grouped=False)
     records = [run_one(model, learner, dataset, args, {}) for model, entry in MODELS.items() if not entry.grouped
-               for learner in entry.learners]
+               for learner in (entry.compared or entry.learners)]
     print(f"bnpzoo compare on {dataset.name}: n={dataset.X.shape[0]}, d={dataset.X.shape[1]}")
     print(_table(records))
     from bnpzoo.plots import comparison_figure

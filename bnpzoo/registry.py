@@ -2,9 +2,11 @@
 
 from dataclasses import dataclass
 
-from bnpzoo._validation import Interval, OneOf
+from bnpzoo._validation import Interval, OneOf, Scale
 from bnpzoo.coupled_dp import INFERENCE as COUPLED_DP_LEARNERS, CoupledDP
-from bnpzoo.dp_gmm import DPGMM, INFERENCE as DP_GMM_LEARNERS
+from bnpzoo.dp_gmm import DPGMM
+from bnpzoo.mixture import INFERENCE as MIXTURE_LEARNERS
+from bnpzoo.pyp_ggm import PYPGGM
 
 # estimator parameters that the CLI sets through its common flags, not model options
 COMMON = {"truncation": "--truncation", "inference": "--inference", "max_iter": "--iters",
@@ -16,6 +18,7 @@ class Entry:
     estimator: type
     learners: tuple
     grouped: bool = False  # fits a grouped corpus (fit(corpus)), not a numeric matrix
+    compared: tuple | None = None  # the learners ``bnpzoo compare`` runs (None: all of them)
 
     def options(self):
         """(flag, parameter, argparse kwargs) for every model option of the estimator."""
@@ -25,12 +28,14 @@ class Entry:
             kwargs = {"dest": name, "default": None, "help": f"{constraint.describe()}"}
             if isinstance(constraint, OneOf):
                 kwargs["choices"] = constraint.options
-            elif isinstance(constraint, Interval):
+            elif isinstance(constraint, (Interval, Scale)):
                 kwargs["type"] = int if constraint.kind is int else float
             yield "--" + name.replace("_", "-"), name, kwargs
 
 
 MODELS = {
-    "dp-gmm": Entry(DPGMM, DP_GMM_LEARNERS),
+    "dp-gmm": Entry(DPGMM, MIXTURE_LEARNERS),
+    # compared with its default (Laplace) likelihood, by the learners of [PYPM-sVMM]
+    "pyp-ggm": Entry(PYPGGM, MIXTURE_LEARNERS, compared=("svmm", "svmm-mgrad", "svmm-grad")),
     "coupled-dp": Entry(CoupledDP, COUPLED_DP_LEARNERS, grouped=True),
 }

@@ -42,9 +42,19 @@ def decaying_step(t: int, tau: float, kappa: float) -> float:
     return (tau + t) ** -kappa
 
 
+def ascend(p: torch.Tensor, direction: torch.Tensor, lr) -> None:
+    """p += lr * direction in place; ``lr`` a number or a tensor that broadcasts against p (a step
+    per feature, where features differ in scale)."""
+    if torch.is_tensor(lr):
+        p.addcmul_(direction, lr)
+    else:
+        p.add_(direction, alpha=lr)
+
+
 class ElementwiseAscent(torch.optim.Optimizer):
     """Base: ``update(p, g, group, state)`` moves each parameter along g = -p.grad (the gradient
-    of ln q averaged over the minibatch); ``state`` is that parameter's buffers, created lazily."""
+    of ln q averaged over the minibatch); ``state`` is that parameter's buffers, created lazily.
+    A group's ``lr`` may be a tensor broadcasting against the parameter."""
 
     @torch.no_grad()
     def step(self, closure=None):
@@ -64,7 +74,7 @@ class SGA(ElementwiseAscent):
         super().__init__(params, dict(lr=lr))
 
     def update(self, p, g, group, state):
-        p.add_(g, alpha=group["lr"])
+        ascend(p, g, group["lr"])
 
 
 class SGAMomentum(ElementwiseAscent):
@@ -77,7 +87,9 @@ class SGAMomentum(ElementwiseAscent):
         if "velocity" not in state:
             # gamma of eq. (7): the smoothed ascent step
             state["velocity"] = torch.zeros_like(p)
-        p.add_(state["velocity"].mul_(group["momentum"]).add_(g, alpha=group["lr"]))
+        velocity = state["velocity"].mul_(group["momentum"])
+        ascend(velocity, g, group["lr"])
+        p.add_(velocity)
 
 
 class FisherBoard(dict):
@@ -100,7 +112,7 @@ class SGAFisher(ElementwiseAscent):
         super().__init__(params, dict(lr=lr, fisher=fisher, eps=eps))
 
     def update(self, p, g, group, state):
-        p.addcdiv_(g, group["fisher"]() + group["eps"], value=group["lr"])
+        ascend(p, g / (group["fisher"]() + group["eps"]), group["lr"])
 
 
 class SVMM(ElementwiseAscent):
@@ -125,11 +137,11 @@ class SVMM(ElementwiseAscent):
         w = state["mean_gradient"].lerp_(g, rate)
         f = state["mean_square"].lerp_(g * g, rate)
         if group["direction"] == "fisher":  # eq. (14)
-            p.addcdiv_(w, f.sqrt().add_(group["eps"]), value=group["lr"])
+            ascend(p, w / f.sqrt().add_(group["eps"]), group["lr"])
         elif group["direction"] == "momentum":
-            p.add_(w, alpha=group["lr"])
+            ascend(p, w, group["lr"])
         else:
-            p.add_(g, alpha=group["lr"])
+            ascend(p, g, group["lr"])
 
 
 class NaturalGradientSVI(ElementwiseAscent):
@@ -148,12 +160,12 @@ class NaturalGradientSVI(ElementwiseAscent):
 def _factory(optimizer, lr_scale=None, **args):
     """PyroOptim with per-parameter arguments: a callable among ``args`` is called with the
     parameter's name (the Fisher board's entry), and ``lr_scale`` maps names to a factor on
-    ``lr`` (a unit for the step, see DPGMM)."""
+    ``lr`` (a unit for the step, see ``bnpzoo.mixture``)."""
 
     def per_parameter(name):
         out = {key: value(name) if callable(value) else value for key, value in args.items()}
         if lr_scale and "lr" in out:
-            out["lr"] *= lr_scale.get(name, 1.0)
+            out["lr"] = out["lr"] * lr_scale.get(name, 1.0)  # a number, or a tensor per feature
         return out
 
     return PyroOptim(optimizer, per_parameter)
@@ -192,3 +204,10 @@ def carry_state(pyro_optim: PyroOptim, old: torch.Tensor, new: torch.Tensor, row
     optimizer.param_groups[0]["params"] = [new]
     pyro_optim.optim_objs[new] = optimizer
     pyro_optim.grad_clip[new] = clip
+
+
+def scale_steps(pyro_optim: PyroOptim, factor: float) -> None:
+    """Multiply the step size of every parameter's optimizer by ``factor``."""
+    for optimizer in pyro_optim.optim_objs.values():
+        for group in optimizer.param_groups:
+            group["lr"] = group["lr"] * factor

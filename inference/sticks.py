@@ -1,55 +1,83 @@
-"""Closed forms for stick-breaking weights v_k ~ Beta(a_k, b_k) = Beta(1, a0), and cluster pruning.
+"""Closed forms for Pitman-Yor stick-breaking weights v_k ~ Beta(a_k, b_k), a_k = 1 - d,
+b_k = alpha + k d ([PYPM-sVMM] eq. (1); d = 0 is the DP's Beta(1, alpha)), and cluster pruning.
 
 ``counts`` are N_k = sum_n E[z_nk] for the K clusters in stick order; ``sticks`` the K - 1 free
 sticks (v_K = 1).
+
+The coordinate of the sticks. VMM replaces E[v_k] by the mode of its variational log-posterior
+([PYPM-sVMM] eq. (21)), the mode of q(v_k) = Beta(N_k + a_k, N_{>k} + b_k) in v. That mode does
+not exist whenever N_k + a_k < 1 or N_{>k} + b_k < 1: the density is then unbounded at 0 or 1.
+This happens for every empty cluster once d > 0 (a_k < 1), and for soft counts below 1 when
+alpha < 1; the objective then has no maximum and "coordinate ascent" clamps v at a boundary. We
+take the mode in the logit coordinate u = ln(v / (1 - v)) instead, the coordinate in which the
+stochastic learners step: the density of u is that of v times |dv/du| = v (1 - v), so
+
+    ln p_u(v) = a ln v + b ln(1 - v) - ln B(a, b)       (bounded for every a, b > 0)
+    argmax_u  = (N_k + a_k) / (N_k + N_{>k} + a_k + b_k)
+
+which is exactly the posterior mean E[v_k] of Beta(N_k + a_k, N_{>k} + b_k): the expectation that
+VMM's MAP stands in for, available here in closed form. For counts in the hundreds it differs
+from eq. (21) by O(1 / N). The MAP guides add the same Jacobian (``guides.stick_mixture``), so
+every learner maximises one objective.
 """
 
 import torch
 
-from bnpzoo.ops import clamp_probs, tail_sums
+from bnpzoo.ops import clamp_probs, stick_parameters, tail_sums
 
 
-def stick_gradient(counts: torch.Tensor, sticks: torch.Tensor, alpha: float) -> torch.Tensor:
-    """d/dv_k [ln p(z | v) + ln p(v)] for k < K: seed 002 eq. (14),
+def _log_beta(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return torch.lgamma(a) + torch.lgamma(b) - torch.lgamma(a + b)
 
-        sum_n E[z_nk] / v_k - sum_n sum_{j>k} E[z_nj] / (1 - v_k) - (a0 - 1) / (1 - v_k).
+
+def update_sticks(counts: torch.Tensor, alpha: float, discount: float = 0.0) -> torch.Tensor:
+    """The K - 1 sticks that maximise ln p(z | v) + ln p_u(v) given the counts (module docstring):
+    v_k = (N_k + a_k) / (N_k + N_{>k} + a_k + b_k), the posterior mean of q(v_k)."""
+    a, b = stick_parameters(counts.shape[0] - 1, alpha, discount, like=counts)
+    head = counts[:-1] + a
+    return clamp_probs(head / (head + tail_sums(counts)[:-1] + b))
+
+
+def stick_gradient(counts: torch.Tensor, sticks: torch.Tensor, alpha: float, discount: float = 0.0) -> torch.Tensor:
+    """d/du_k [ln p(z | v) + ln p_u(v)] for u_k = logit v_k: [DPM-SGA] eq. (14) times dv/du = v (1 - v),
+    plus the Jacobian's share,
+
+        (N_k + a_k) (1 - v_k) - (N_{>k} + b_k) v_k.
     """
-    tails = tail_sums(counts)[:-1]
-    return counts[:-1] / sticks - (tails + alpha - 1) / (1 - sticks)
+    a, b = stick_parameters(sticks.shape[0], alpha, discount, like=sticks)
+    return (counts[:-1] + a) * (1 - sticks) - (tail_sums(counts)[:-1] + b) * sticks
 
 
-def update_sticks(counts: torch.Tensor, alpha: float) -> torch.Tensor:
-    """argmax_v of the stick VLP, seed 004 eq. (6)/(21) with a_k = 1, b_k = a0:
+def stick_log_prior(sticks: torch.Tensor, alpha: float, discount: float = 0.0, *, n_sticks: int) -> torch.Tensor:
+    """sum_k ln p_u(v_k) over ``n_sticks`` positions: the free ``sticks`` first, then the positions of
+    clusters that pruning removed, each at its prior's mode (v = a_k / (a_k + b_k)), so that the
+    objective of a pruned fit stays comparable with the K clusters it started from."""
+    a, b = stick_parameters(n_sticks, alpha, discount, like=sticks)
+    free = sticks.shape[0]
+    v = clamp_probs(sticks)
+    held = (a[:free] * v.log() + b[:free] * torch.log1p(-v) - _log_beta(a[:free], b[:free])).sum()
+    a, b = a[free:], b[free:]
+    mode = a / (a + b)
+    absent = (a * mode.log() + b * torch.log1p(-mode) - _log_beta(a, b)).sum()
+    return held + absent
 
-        v_k = (N_k + a_k - 1) / (N_k + N_{>k} + a_k + b_k - 2) = N_k / (N_k + N_{>k} + a0 - 1).
 
-    Departure: eq. (6) as printed drops N_k from the denominator; setting eq. (5) to zero puts it
-    back (the mode of Beta(N_k + a_k, N_{>k} + b_k)). Clamped into (0, 1) where the mode sits on
-    the boundary (a0 < 1 with nothing to the right, or an empty cluster).
-    """
-    tails = tail_sums(counts)[:-1]
-    denom = (counts[:-1] + tails + alpha - 1).clamp_min(torch.finfo(counts.dtype).tiny)
-    return clamp_probs(counts[:-1] / denom)
-
-
-def sort_by_size(counts: torch.Tensor, alpha: float) -> tuple[torch.Tensor, torch.Tensor]:
+def sort_by_size(counts: torch.Tensor, alpha: float, discount: float = 0.0) -> tuple[torch.Tensor, torch.Tensor]:
     """Clusters in decreasing order of N_k (ties keep their order) and all K sticks in that
     order, the last fixed to 1. Returns (order, sticks)."""
     order = torch.argsort(counts, descending=True, stable=True)
     sorted_counts = counts[order]
-    return order, torch.cat([update_sticks(sorted_counts, alpha), sorted_counts.new_ones(1)])
+    return order, torch.cat([update_sticks(sorted_counts, alpha, discount), sorted_counts.new_ones(1)])
 
 
-def reorder_and_prune(counts: torch.Tensor, alpha: float, threshold: float) -> torch.Tensor:
-    """Cluster ordering and pruning of seed 004 section V.D.
+def reorder_and_prune(counts: torch.Tensor, alpha: float, threshold: float, discount: float = 0.0) -> torch.Tensor:
+    """Cluster ordering and pruning of [PYPM-sVMM] section V.D.
 
     Clusters are put in decreasing order of N_k, their sticks recomputed in that order, and a
     cluster is dropped when its stick falls below ``threshold`` (empty clusters always go).
-    Sorted this way a non-empty cluster has v_k >= 1/K, so with hard assignments and a threshold
-    below 1/K only empty clusters are ever dropped. Returns the indices of the kept clusters, in
-    their new order (at least one cluster is kept).
+    Returns the indices of the kept clusters, in their new order (at least one is kept).
     """
-    order, sticks = sort_by_size(counts, alpha)
+    order, sticks = sort_by_size(counts, alpha, discount)
     keep = (counts[order] > 0) & (sticks >= threshold)
     keep[0] = True
     return order[keep]

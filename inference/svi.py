@@ -5,16 +5,20 @@ One step (the loop of ``pyro.infer.SVI.step``, written out so that nothing syncs
 1. draw a minibatch of indices and fix the model's data plate to it (``poutine.condition`` on
    the plate's subsample site, named ``"data"`` in every zoo model), so Pyro scales the
    likelihood by N / M and the learner knows which samples were drawn;
-2. scale model and guide by 1 / N, so -grad is the minibatch average of grad ln q (seed 002
+2. scale model and guide by 1 / N, so -grad is the minibatch average of grad ln q ([DPM-SGA]
    eq. (10)): the g that the seed optimizers (``inference.optim``) step along;
 3. ``before_step(indices)``: a hook for what needs the same minibatch (the per-sample Fisher);
-4. the loss: ``"enum"`` sums the assignments out (``TraceEnum_ELBO``); ``"map"`` assigns each
-   sample its MAP cluster first (seed 002 eq. (15), ``infer_discrete`` at temperature 0) and
-   scores the model at those assignments; or any callable ``loss(model, guide, *args, **kwargs)``;
+   it may return values to condition the model on for this step (the MAP assignments ``z``,
+   decoded by the learner's own rule);
+4. the loss: ``"enum"`` sums the assignments out (``TraceEnum_ELBO``); ``"map"`` scores the model
+   at MAP assignments ([DPM-SGA] eq. (15)): those ``before_step`` returned, or else each sample's
+   MAP cluster under the program itself (``infer_discrete`` at temperature 0); or any callable
+   ``loss(model, guide, *args, **kwargs)``;
 5. backward, one optimizer step per parameter, gradients zeroed.
 
-Every ``window`` steps ``evaluate()`` scores the bound on a fixed evaluation minibatch (seed 004
-eq. (22)-(23)), then ``reorganise()`` may reorder and prune clusters (seed 004 V.D). The run has
+Every ``window`` steps ``evaluate()`` scores the bound on a fixed evaluation minibatch
+([PYPM-sVMM] eq. (22)-(23)), then ``reorganise()`` may reorder and prune clusters ([PYPM-sVMM]
+V.D). The run has
 converged when the bound's relative change between two evaluations is at most ``tol``.
 """
 
@@ -40,7 +44,8 @@ class SVIRun:
 
 
 def map_assignment_loss(model, guide, *args, **kwargs):
-    """-(ln p(x, z_hat, theta) - ln q(theta)) with z_hat the MAP assignments given theta (eq. (15))."""
+    """-(ln p(x, z_hat, theta) - ln q(theta)) with z_hat the MAP assignments given theta
+    ([DPM-SGA] eq. (15)), decoded from the program by ``infer_discrete``."""
     guide_trace = poutine.trace(guide).get_trace(*args, **kwargs)
     with torch.no_grad():
         decoder = infer_discrete(poutine.replay(model, trace=guide_trace), first_available_dim=-2, temperature=0)
@@ -69,10 +74,14 @@ def minibatch_indices(n: int, size: int | None, device) -> torch.Tensor:
     return torch.randint(0, n, (size,), device=device)
 
 
-def svi_step(model, guide, data, indices, *, loss_fn, optim, model_kwargs):
-    """Steps 1, 2, 4 and 5 of the module docstring; returns the (detached) loss tensor."""
+def svi_step(model, guide, data, indices, *, loss_fn, optim, model_kwargs, fixed=None):
+    """Steps 1, 2, 4 and 5 of the module docstring; ``fixed`` holds sites the model is conditioned
+    on besides the minibatch (MAP assignments), scored by ``Trace_ELBO``. Returns the (detached)
+    loss tensor."""
     scale = 1.0 / data.shape[0]
-    conditioned = poutine.scale(poutine.condition(model, data={DATA_PLATE: indices}), scale)
+    if fixed:
+        loss_fn = Trace_ELBO().differentiable_loss
+    conditioned = poutine.scale(poutine.condition(model, data={DATA_PLATE: indices, **(fixed or {})}), scale)
     with poutine.trace(param_only=True) as params:
         loss = loss_fn(conditioned, poutine.scale(guide, scale), data, subsample_size=indices.numel(), **model_kwargs)
         loss.backward()
@@ -111,9 +120,9 @@ def run_svi(
     with tqdm(total=max_iter, disable=not verbose, desc="svi", unit="step") as bar:
         for step in range(max_iter):
             indices = minibatch_indices(data.shape[0], batch_size, data.device)
-            if before_step is not None:
-                before_step(indices)
-            recent.append(svi_step(model, guide, data, indices, loss_fn=loss_fn, optim=optim, model_kwargs=model_kwargs))
+            fixed = before_step(indices) if before_step is not None else None
+            recent.append(svi_step(model, guide, data, indices, loss_fn=loss_fn, optim=optim, model_kwargs=model_kwargs,
+                                   fixed=fixed if loss == "map" else None))
             run.n_iter = step + 1
             if run.n_iter % window and run.n_iter != max_iter:
                 continue

@@ -3,8 +3,8 @@
 Under enumeration Pyro hands the observation site an assignment ``z`` of shape (K, 1) (one row
 per cluster) against N observations; the naive ``Normal(means[z], sigma)`` would then build a
 K x N x D tensor. These distributions instead compute the N x K table of component
-log-densities once (a matrix product) and gather the entries that ``z`` names, so the cost is
-one ``x @ means.T`` whatever the enumeration shape.
+log-densities once (a matrix product, or ``torch.cdist``) and gather the entries that ``z``
+names, so the cost is one pass over x and the means whatever the enumeration shape.
 """
 
 import copy
@@ -12,7 +12,8 @@ import copy
 import torch
 from pyro.distributions import TorchDistribution, constraints
 
-from bnpzoo.ops import spherical_normal_log_density
+from bnpzoo.distributions import GeneralizedGaussian
+from bnpzoo.ops import generalized_gaussian_log_density, generalized_gaussian_shape
 
 
 class AssignedComponents(TorchDistribution):
@@ -40,17 +41,31 @@ class AssignedComponents(TorchDistribution):
         return new
 
 
-class AssignedSphericalNormal(AssignedComponents):
-    """x_n ~ N(mu_{z_n}, sigma^2 I): seed 002 section 2.1, x | z, mu ~ N(mu, sigma)_z."""
+class AssignedGeneralizedGaussian(AssignedComponents):
+    """x_nd ~ GGD(mu_{z_n d}, s_d, rho) ([PYPM-sVMM] eq. (2)-(3)), every feature d with standard
+    deviation ``std`` (a scalar, or one per feature): s_d = std_d sqrt(Gamma(1/rho) / Gamma(3/rho))."""
 
-    def __init__(self, means: torch.Tensor, sigma, assignment: torch.Tensor, validate_args=None):
-        self.means = means
-        self.sigma = torch.as_tensor(sigma, dtype=means.dtype, device=means.device)
+    def __init__(self, means: torch.Tensor, std, rho: float, assignment: torch.Tensor, validate_args=None):
+        self.means, self.rho = means, float(rho)
+        self.std = torch.as_tensor(std, dtype=means.dtype, device=means.device)
         super().__init__(assignment, means.shape[-1], validate_args=validate_args)
 
     def component_log_density(self, x):
-        return spherical_normal_log_density(x, self.means, self.sigma)
+        return generalized_gaussian_log_density(x, self.means, self.std, self.rho)
 
     def sample(self, sample_shape=torch.Size()):
         loc = self.means[self.assignment.expand(sample_shape + self.batch_shape)]
-        return loc + self.sigma * torch.randn_like(loc)
+        shape = generalized_gaussian_shape(self.std, self.rho)
+        return GeneralizedGaussian(loc, shape.expand_as(loc), torch.full_like(loc, self.rho)).sample()
+
+
+class AssignedNormal(AssignedGeneralizedGaussian):
+    """x_n ~ N(mu_{z_n}, diag(sigma^2)): [DPM-SGA] section 2.1, x | z, mu ~ N(mu, sigma)_z; the
+    rho = 2 member of the family above (sigma a scalar, or one per feature)."""
+
+    def __init__(self, means: torch.Tensor, sigma, assignment: torch.Tensor, validate_args=None):
+        super().__init__(means, sigma, 2.0, assignment, validate_args=validate_args)
+
+    def sample(self, sample_shape=torch.Size()):
+        loc = self.means[self.assignment.expand(sample_shape + self.batch_shape)]
+        return loc + self.std * torch.randn_like(loc)

@@ -1,4 +1,4 @@
-"""The Pyro program, its guides, and seed 002's closed-form gradients (eq. (12), (14))."""
+"""The Pyro program, its guides, and [DPM-SGA]'s closed-form gradients (eq. (12), (14))."""
 
 import pyro
 import pyro.poutine as poutine
@@ -10,9 +10,9 @@ from pyro.poutine.util import site_is_subsample
 from bnpzoo.guides.dp_gmm import map_guide, mean_field_guide, natural_guide
 from bnpzoo.inference.sticks import stick_gradient, update_sticks
 from bnpzoo.inference.vmm import mean_gradient, update_means
-from bnpzoo.models.assigned import AssignedSphericalNormal
+from bnpzoo.models.assigned import AssignedNormal
 from bnpzoo.models.dp_gmm import model
-from bnpzoo.ops import spherical_normal_log_density, stick_breaking_log_weights
+from bnpzoo.ops import generalized_gaussian_log_density, stick_breaking_log_weights
 
 K, D, N = 5, 3, 40
 HYPER = dict(truncation=K, alpha=2.5, sigma=0.8, prior_mean=0.3, prior_precision=1.7)
@@ -27,27 +27,34 @@ def _problem():
     return x, mu, v, z
 
 
-def test_log_joint_gradients_equal_seed_002_closed_forms():
+def test_log_joint_gradients_equal_the_closed_forms():
+    """eq. (12) for the means; for the sticks eq. (14) in the logit coordinate u, with the Jacobian
+    |dv/du| that the MAP guide adds (``inference.sticks``)."""
     x, mu, v, z = _problem()
+    u = torch.logit(v.detach()).requires_grad_()
+    v = torch.sigmoid(u)
     conditioned = poutine.condition(model, data={"mu": mu, "v": v, "z": z})
     trace = poutine.trace(conditioned).get_trace(x, **HYPER)
-    grad_mu, grad_v = torch.autograd.grad(trace.log_prob_sum(), [mu, v])
+    log_joint_u = trace.log_prob_sum() + (v.log() + torch.log1p(-v)).sum()
+    grad_mu, grad_v = torch.autograd.grad(log_joint_u, [mu, u])
     resp = torch.nn.functional.one_hot(z, K).to(x.dtype)
     sigma = torch.tensor(HYPER["sigma"], dtype=x.dtype)
     eq12 = mean_gradient(x, resp, mu.detach(), sigma, HYPER["prior_mean"], HYPER["prior_precision"])
-    eq14 = stick_gradient(resp.sum(0), v.detach(), HYPER["alpha"])
+    eq14 = stick_gradient(resp.sum(0), v.detach(), HYPER["alpha"])  # d/du
     assert torch.allclose(grad_mu, eq12, atol=1e-10)
     assert torch.allclose(grad_v, eq14, atol=1e-10)
 
 
-def test_closed_form_updates_are_zeros_of_the_gradients():
+@pytest.mark.parametrize("alpha, discount", [(2.5, 0.0), (0.1, 0.0), (0.5, 0.6)])
+def test_closed_form_updates_are_zeros_of_the_gradients(alpha, discount):
     x, mu, _, z = _problem()
     resp = torch.softmax(torch.randn(N, K, dtype=x.dtype), 1)
     means = update_means(x, resp, 0.3, 1.7)
     assert torch.allclose(mean_gradient(x, resp, means, 0.8, 0.3, 1.7), torch.zeros_like(means), atol=1e-9)
-    counts = resp.sum(0)
-    sticks = update_sticks(counts, 2.5)
-    assert torch.allclose(stick_gradient(counts, sticks, 2.5), torch.zeros(K - 1, dtype=x.dtype), atol=1e-8)
+    counts = resp.sum(0) * torch.tensor([1.0, 1e-6, 3.0, 1e-3, 1.0], dtype=x.dtype)  # near-empty clusters too
+    sticks = update_sticks(counts, alpha, discount)
+    assert torch.allclose(stick_gradient(counts, sticks, alpha, discount), torch.zeros(K - 1, dtype=x.dtype),
+                          atol=1e-8)
 
 
 def test_enumerated_bound_with_map_guide_is_the_marginal_log_joint():
@@ -55,18 +62,20 @@ def test_enumerated_bound_with_map_guide_is_the_marginal_log_joint():
     guide = map_guide(mu.detach(), v.detach())
     loss = TraceEnum_ELBO(max_plate_nesting=1).loss(model, guide, x, **HYPER)
     sigma, m0, lam = HYPER["sigma"], HYPER["prior_mean"], HYPER["prior_precision"]
-    table = stick_breaking_log_weights(v.detach()) + spherical_normal_log_density(x, mu.detach(), sigma)
+    v = v.detach()
+    table = stick_breaking_log_weights(v) + generalized_gaussian_log_density(x, mu.detach(), sigma)
     prior = torch.distributions.Normal(m0, sigma / lam**0.5).log_prob(mu.detach()).sum()
-    prior = prior + torch.distributions.Beta(1.0, HYPER["alpha"]).log_prob(v.detach()).sum()
-    assert loss == pytest.approx(-(torch.logsumexp(table, 1).sum() + prior).item(), rel=1e-5)
+    prior = prior + torch.distributions.Beta(1.0, HYPER["alpha"]).log_prob(v).sum()
+    jacobian = (v.log() + torch.log1p(-v)).sum()  # the MAP guide's sticks are points in logit space
+    assert loss == pytest.approx(-(torch.logsumexp(table, 1).sum() + prior + jacobian).item(), rel=1e-5)
 
 
 def test_assigned_log_prob_broadcasts_an_enumerated_assignment_without_a_k_n_d_tensor():
     x, mu, _, _ = _problem()
     z = torch.arange(K).view(K, 1)
-    lp = AssignedSphericalNormal(mu.detach(), 0.8, z).expand((K, N)).log_prob(x)
+    lp = AssignedNormal(mu.detach(), 0.8, z).expand((K, N)).log_prob(x)
     assert lp.shape == (K, N)
-    assert torch.allclose(lp, spherical_normal_log_density(x, mu.detach(), 0.8).T)
+    assert torch.allclose(lp, generalized_gaussian_log_density(x, mu.detach(), 0.8).T)
 
 
 def test_model_generates_data_of_the_requested_shape():
@@ -77,7 +86,7 @@ def test_model_generates_data_of_the_requested_shape():
 
 def _natural(means, sticks):
     counts = torch.linspace(20.0, 1.0, means.shape[0], dtype=means.dtype)
-    return natural_guide(means, counts, sigma=0.8, alpha=2.5, prior_mean=0.3, prior_precision=1.7)
+    return natural_guide(means, counts, std=0.8, alpha=2.5, prior_precision=1.7)
 
 
 @pytest.mark.parametrize("make_guide", [map_guide, mean_field_guide, _natural])

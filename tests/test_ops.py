@@ -1,6 +1,9 @@
+import pytest
 import torch
 
-from bnpzoo.ops import default_sigma, spherical_normal_log_density, squared_distances, stick_breaking_log_weights
+from bnpzoo.distributions import GeneralizedGaussian
+from bnpzoo.ops import (default_sigma, generalized_gaussian_log_density, generalized_gaussian_shape, relative_spreads,
+                        squared_distances, stick_breaking_log_weights, stick_parameters)
 
 
 def test_stick_breaking_weights_sum_to_one_and_match_the_product_form():
@@ -16,7 +19,37 @@ def test_distances_and_log_density_match_the_direct_formula():
     direct = ((x[:, None] - mu[None]) ** 2).sum(-1)
     assert torch.allclose(squared_distances(x, mu), direct)
     ref = torch.distributions.Normal(mu[None], 0.7).log_prob(x[:, None]).sum(-1)
-    assert torch.allclose(spherical_normal_log_density(x, mu, 0.7), ref)
+    assert torch.allclose(generalized_gaussian_log_density(x, mu, 0.7), ref)
+    per_feature = torch.tensor([0.5, 2.0, 30.0], dtype=torch.float64)
+    ref = torch.distributions.Normal(mu[None], per_feature).log_prob(x[:, None]).sum(-1)
+    assert torch.allclose(generalized_gaussian_log_density(x, mu, per_feature), ref)
+
+
+@pytest.mark.parametrize("rho", [1.0, 1.5, 3.0])
+def test_generalized_gaussian_table_matches_the_distribution_per_pair(rho):
+    x, mu = torch.randn(7, 3, dtype=torch.float64), torch.randn(4, 3, dtype=torch.float64)
+    std = torch.tensor([0.5, 2.0, 1.3], dtype=torch.float64)
+    s = generalized_gaussian_shape(std, rho)
+    direct = GeneralizedGaussian(mu[None], s, torch.tensor(rho, dtype=torch.float64)).log_prob(x[:, None]).sum(-1)
+    assert torch.allclose(generalized_gaussian_log_density(x, mu, std, rho), direct)
+    assert torch.allclose(GeneralizedGaussian(0.0, s, torch.tensor(rho, dtype=torch.float64)).variance, std**2)
+
+
+def test_pitman_yor_stick_parameters():
+    a, b = stick_parameters(4, 2.0, 0.25, like=torch.zeros(1))
+    assert torch.equal(a, torch.full((4,), 0.75)) and torch.allclose(b, torch.tensor([2.25, 2.5, 2.75, 3.0]))
+    a, b = stick_parameters(3, 1.5, 0.0, like=torch.zeros(1))
+    assert torch.equal(a, torch.ones(3)) and torch.equal(b, torch.full((3,), 1.5))
+
+
+def test_relative_spreads_scale_down_only_the_features_far_wider_than_the_median():
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(5000, 5, generator=gen, dtype=torch.float64) * torch.tensor([1.0, 1.5, 0.01, 1.0, 1000.0],
+                                                                               dtype=torch.float64)
+    r = relative_spreads(x)
+    assert torch.equal(r[:4], torch.ones(4, dtype=torch.float64))  # narrow ones are not blown up
+    assert abs(float(r[4]) - 1000 / 2.0) < 25  # the wide one comes down to twice the median
+    assert torch.equal(relative_spreads(torch.ones(10, 3)), torch.ones(3))
 
 
 def test_default_sigma_takes_the_smaller_of_the_spread_and_the_within_cluster_scales():

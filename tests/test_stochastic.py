@@ -8,10 +8,11 @@ from pyro import poutine
 from pyro.infer import SVI, TraceEnum_ELBO
 
 from bnpzoo import DPGMM
-from bnpzoo.dp_gmm_session import LEARNERS
-from bnpzoo.guides.dp_gmm import map_guide, select_clusters
-from bnpzoo.inference.fisher import spherical_mixture_fisher
+from bnpzoo.guides.dp_gmm import map_guide
+from bnpzoo.guides.stick_mixture import select_clusters
+from bnpzoo.inference.fisher import gaussian_mixture_fisher
 from bnpzoo.inference.optim import FisherBoard
+from bnpzoo.mixture_session import LEARNERS
 from bnpzoo.inference.svi import DATA_PLATE, map_assignment_loss
 from bnpzoo.inference.vmm import assign, assignment_scores, mean_gradient
 from bnpzoo.metrics import nmi
@@ -28,7 +29,7 @@ def test_every_learner_recovers_six_clusters_drawn_from_the_model(model_draw, in
     assert est.n_clusters_ == 6
     assert nmi(z, est.predict(X)) > 0.99
     assert len(est.elbo_trace_) == len(est.elbo_seconds_) > 1
-    # pruned inside the loop (seed 004 V.D), not only at the end
+    # pruned inside the loop ([PYPM-sVMM] V.D), not only at the end
     assert est._session.model_kwargs["truncation"] < 20
 
 
@@ -41,7 +42,7 @@ def _small_problem():
     return x, means, sticks, hyper
 
 
-def test_map_assignment_loss_gives_the_gradient_of_seed_002_eq_12():
+def test_map_assignment_loss_gives_the_gradient_of_eq_12():
     x, means, sticks, hyper = _small_problem()
     guide = map_guide(means, sticks)
     conditioned = poutine.condition(model, data={DATA_PLATE: torch.arange(x.shape[0])})
@@ -58,7 +59,7 @@ def test_each_optimizer_runs_under_pyro_svi_on_the_model(inference):
     """pyro.infer.SVI itself (not our loop) with each learner's PyroOptim on models.dp_gmm."""
     x, means, sticks, hyper = _small_problem()
     board = FisherBoard()
-    pyro_optim = LEARNERS[inference].make_optim(0.05, None, board)
+    pyro_optim = LEARNERS[inference].make_optim(0.05, None, board)  # no step units: plain eta
     svi = SVI(poutine.scale(model, 1 / 80), poutine.scale(map_guide(means, sticks), 1 / 80), pyro_optim,
               TraceEnum_ELBO(max_plate_nesting=1))
     losses = []
@@ -66,8 +67,8 @@ def test_each_optimizer_runs_under_pyro_svi_on_the_model(inference):
         if "mu_map" in pyro.get_param_store():
             mu, v = pyro.param("mu_map").detach(), pyro.param("v_map").detach()
             resp = assign(assignment_scores(x, mu, v, hyper["sigma"]), hard=False)
-            f_mu, f_v = spherical_mixture_fisher(x, resp, mu, v, sigma=hyper["sigma"], alpha=1.0, n_total=80,
-                                                 prior_mean=hyper["prior_mean"], prior_precision=4.0)
+            f_mu, f_v = gaussian_mixture_fisher(x, resp, mu, v, std=hyper["sigma"], alpha=1.0, n_total=80,
+                                                prior_mean=hyper["prior_mean"], prior_precision=4.0)
             board.update(mu_map=f_mu + 1e-3, v_map=f_v + 1e-3)
         else:
             board.update(mu_map=torch.ones(3, 1), v_map=torch.ones(2))
@@ -80,7 +81,7 @@ def test_selecting_clusters_keeps_the_map_guides_weights():
     guide = map_guide(means, sticks)
     guide(None, truncation=3)
     weights = stick_breaking_log_weights(sticks).exp()
-    moved = select_clusters("map", torch.tensor([2, 0]), sigma=1.0, alpha=1.0, prior_precision=4.0)
+    moved = select_clusters("map", torch.tensor([2, 0]), alpha=1.0, prior_precision=4.0)
     kept = stick_breaking_log_weights(pyro.param("v_map").detach()).exp()
     assert torch.allclose(kept, weights[[2, 0]] / weights[[2, 0]].sum(), atol=1e-6)
     assert torch.equal(pyro.param("mu_map").detach(), means[[2, 0]])

@@ -1,4 +1,4 @@
-"""The batch learner: monotone objective, recovery of the generating clusters."""
+"""The batch learner: a monotone objective for every stick prior, recovery of the generating clusters."""
 
 import numpy as np
 import pytest
@@ -13,25 +13,48 @@ from bnpzoo.ops import default_sigma
 from conftest import match_means
 
 
-def _objective_trace(x, hard, prune_threshold=1e-3, **kw):
+def _mixture_test_data(seed, n=500, k=3, d=2):
+    """scikit-learn's mixture-test data (sklearn/mixture/tests: RandomData): means uniform on
+    [0, 50]^d, random weights and per-cluster spherical variances in [0.5, 1.5]."""
+    rng = np.random.RandomState(seed)
+    weights = rng.rand(k)
+    means = rng.rand(k, d) * 50
+    var = 0.5 + rng.rand(k)
+    z = rng.choice(k, size=n, p=weights / weights.sum())
+    return means[z] + rng.randn(n, d) * np.sqrt(var[z])[:, None]
+
+
+def _fit(x, hard, **kw):
     x = torch.as_tensor(x, dtype=torch.float64)
-    init, labels = kmeans(x, 50, seed=0)
-    fit = fit_vmm(x, init, labels, sigma=default_sigma(x, init, labels), prior_mean=x.mean(0), hard=hard,
-                  prune_threshold=prune_threshold, max_iter=200, tol=0.0, **kw)
-    return np.array(fit.objective_trace)
+    init, labels = kmeans(x, 30, seed=0)
+    return fit_vmm(x, init, labels, std=default_sigma(x, init, labels), prior_mean=x.mean(0), hard=hard,
+                   max_iter=200, tol=0.0, **kw)
 
 
-def test_hard_mm_never_lowers_its_objective_on_digits(digits):
-    trace = _objective_trace(digits.X, hard=True)
-    assert trace.size > 5
-    steps = np.diff(trace)
-    assert (steps >= -1e-9 * np.abs(trace[:-1])).all(), steps.min()
+def _monotone(fit):
+    """The objective never drops within a prior phase (it changes at a phase's start)."""
+    bounds = fit.phase_starts[1:] + [len(fit.objective_trace)]
+    for start, end in zip(fit.phase_starts, bounds):
+        trace = np.array(fit.objective_trace[start:end])
+        steps = np.diff(trace)
+        assert (steps >= -1e-9 * np.abs(trace[:-1])).all(), (start, steps.min())
 
 
-def test_soft_mm_never_lowers_its_objective_without_pruning(digits):
-    trace = _objective_trace(digits.X[:600], hard=False, prune_threshold=0.0)
-    steps = np.diff(trace)
-    assert (steps >= -1e-9 * np.abs(trace[:-1])).all(), steps.min()
+@pytest.mark.parametrize("hard", [True, False], ids=["hard", "soft"])
+@pytest.mark.parametrize("discount", [0.0, 0.5])
+@pytest.mark.parametrize("alpha", [0.1, 1.0, 20.0])
+def test_the_objective_never_drops_for_any_stick_prior(digits, alpha, discount, hard):
+    data = [digits.X[:400], _mixture_test_data(0), _mixture_test_data(1, k=5, d=3)]
+    for x in data:
+        _monotone(_fit(x, hard, alpha=alpha, discount=discount, pruning_precision=20.0))
+
+
+def test_without_the_guard_the_papers_reorganisation_lowers_the_objective():
+    """[PYPM-sVMM] V.D's unconditional reordering (guard=False) loses objective at alpha = 20 (the
+    stick prior is not exchangeable), so the monotonicity test above can fail."""
+    drops = [np.diff(_fit(_mixture_test_data(seed, k=k), True, alpha=20.0, pruning_precision=None,
+                          guard=False).objective_trace).min() for seed in range(4) for k in (2, 3, 5)]
+    assert min(drops) < -1.0
 
 
 def test_pruning_keeps_clusters_sorted_by_size_and_drops_empty_ones():
@@ -43,16 +66,15 @@ def test_pruning_keeps_clusters_sorted_by_size_and_drops_empty_ones():
 @pytest.mark.parametrize("inference", ["vmm", "vi"])
 def test_recovers_six_clusters_drawn_from_the_model(model_draw, inference):
     X, z, means = model_draw
-    est = DPGMM(truncation=20, inference=inference, random_state=0).fit(X)
+    # run to convergence (tol 1e-7): vi's default tol stops its last Adam steps some 0.03 short
+    est = DPGMM(truncation=20, inference=inference, tol=1e-7, random_state=0).fit(X)
     assert est.n_clusters_ == 6
     assert nmi(z, est.predict(X)) > 0.99
-    # the fitted means are the posterior mode given the true assignments (lambda0 = 20 shrinks
-    # them toward the data mean) ...
+    # the fitted means are the posterior mode given the true assignments under the model's prior
+    # (lambda0 = 1: the pruning phase's stronger prior is gone) ...
     counts = np.bincount(z, minlength=6)[:, None]
     sums = np.stack([X[z == k].sum(0) for k in range(6)])
-    mode = (sums + 20.0 * X.mean(0)) / (counts + 20.0)
+    mode = (sums + 1.0 * X.mean(0)) / (counts + 1.0)
     assert match_means(mode, est.means_.numpy()) < 0.02
-    # ... so that undoing the prior's shrinkage gives back the generating means
-    fitted_counts = np.bincount(est.predict(X), minlength=6)[:, None]
-    unshrunk = (est.means_.numpy() * (fitted_counts + 20.0) - 20.0 * X.mean(0)) / fitted_counts
-    assert match_means(means, unshrunk) < 0.2
+    # ... which lies within the sampling error of the generating means (200 samples a cluster)
+    assert match_means(means, est.means_.numpy()) < 0.25

@@ -1,0 +1,445 @@
+"""The estimator core of the stick-breaking mixtures: one class that fits a Pyro program with a
+stick-breaking prior (``v``) over cluster means (``mu``) by the batch learner or any SVI learner.
+
+``StickMixture`` is what ``DPGMM`` and ``PYPGGM`` are made of: a subclass names its program, its
+component family (``bnpzoo.families``), its stick prior and its hyperparameters; everything else,
+the K-means start, the data-driven scale, the learners, pruning, the fitted point summary,
+prediction and ArviZ export, is here once. ``MixtureSVI`` fits a user's own copy of a program with
+the generic learners.
+
+The component scale. Every feature has one standard deviation std_d within every cluster, fixed
+for the fit. Left unset it is ``default_sigma`` (a shared scale from the data's spread and the
+K-means start) times ``relative_spreads`` (features whose spread exceeds twice the median
+feature's are scaled down to it), and the K-means start runs in those units, x_d / r_d. A shared
+scale would let one feature in large units drown the others: on scikit-learn's raw wine data
+(proline spans 278 to 1680, hue 0.48 to 1.71) a single sigma gave NMI 0.37, the per-feature
+default 0.78 (``benchmarks/reports/pyp_ggm.md``).
+
+The step unit of the gradient learners. ``learning_rate`` is in units of K / I for the means (I the
+Fisher information of a component's location per feature: 1 / std^2 for the Gaussian, 2 / std^2
+for the Laplace) and K for the logit sticks: g of a cluster of weight pi_k is about pi_k I (mean_k
+- mu_k), so eta = 1 is a Newton step for a cluster of weight 1 / K.
+"""
+
+import inspect
+import time
+
+import pyro
+import torch
+
+from bnpzoo._validation import Interval, OneOf, Scale, check_array
+from bnpzoo.base import MixtureEstimator
+from bnpzoo.families import GeneralizedGaussianFamily, TracedFamily
+from bnpzoo.inference.kmeans import kmeans
+from bnpzoo.inference.sticks import sort_by_size
+from bnpzoo.inference.vmm import fit_vmm, prior_terms
+from bnpzoo.mixture_session import GENERIC, LEARNERS, StochasticSession, check_closed_form
+from bnpzoo.ops import conjugate_sticks, default_sigma, relative_spreads, stick_breaking_log_weights, weights_to_sticks
+
+INFERENCE = ("vmm", *LEARNERS)
+STOCHASTIC = tuple(name for name in LEARNERS if name != "vi")
+
+# the arguments every stick mixture shares, with their allowed values
+COMMON_CONSTRAINTS = {
+    "truncation": Interval(int, 1),
+    "prior_precision": Interval(float, 0, low_open=True),
+    "pruning_precision": Interval(float, 0, optional=True),
+    "assignment": OneOf("hard", "soft", None),
+    "guide": OneOf("map", "mean-field"),
+    "max_iter": Interval(int, 1),
+    "tol": Interval(float, 0),
+    "prune_threshold": Interval(float, 0, 1, high_open=True),
+    "batch_size": Interval(int, 1, optional=True),
+    "learning_rate": Interval(float, 0, low_open=True, optional=True),
+    "n_init": Interval(int, 1),
+    "dtype": OneOf("float32", "float64"),
+    "random_state": Interval(int, 0, optional=True),
+    "verbose": OneOf(True, False),
+}
+SHARED_PARAMETERS = """
+    prior_precision : lambda0; each mean has prior N(mean of X, std^2 / lambda0) per feature, and
+        its fitted value is pulled a fraction lambda0 / (N_k + lambda0) toward the data mean. The
+        default 1 is a vague prior (as scikit-learn's mean_precision_prior).
+    pruning_precision : the learners' pruning phase (``inference.vmm``): they first run to
+        convergence (SVI: at most max_iter / 2 steps) with this stronger prior, under which the
+        clusters K-means split off lose their members, then continue under ``prior_precision``,
+        so the means end unbiased. None: the family's default (20 for the Gaussian, 100 for the
+        Laplace, ``families.GeneralizedGaussianFamily.pruning_precision``); 0: no pruning phase.
+        Measured on digits, iris, wine and breast cancer: the phase keeps the clustering of a
+        prior of 20 pseudo-samples throughout (without it, lambda0 = 1 leaves 10 to 16 clusters),
+        and on data drawn from the model the mean errors fall to those of scikit-learn's BGM
+        (``benchmarks/reports/pyp_ggm.md``).
+    assignment : "hard" (MAP assignments, [DPM-SGA] eq. (15)) or "soft" (responsibilities; under
+        SVI the assignments are summed out by enumeration). None: the papers' choice, hard for vmm
+        and the seed learners, soft for vi and natgrad-svi. sga-fisher needs hard assignments.
+    guide : "map" (Delta sites) or "mean-field" (Normal means, Beta sticks); vi only (the seed
+        learners use the MAP guide, natgrad-svi the conjugate mean-field guide).
+    max_iter, tol : iteration (SVI: step) cap and relative change of the bound that counts as
+        converged (SVI: between two evaluations, 10 steps apart).
+    prune_threshold : clusters whose stick falls below it are dropped ([PYPM-sVMM] V.D).
+    batch_size : minibatch size of the SVI learners (None: full batch for vi, min(N, 1000) for
+        the seed learners).
+    learning_rate : the step eta of the SVI learner (None: its default, ``mixture_session.LEARNERS``:
+        Adam 0.05 for vi, 0.1 for sga-fisher as in [DPM-SGA], 0.01 for svmm). For sga,
+        sga-momentum, svmm-mgrad and svmm-grad, whose steps scale with the gradient, eta is in the
+        units of ``bnpzoo.mixture``'s docstring (eta = 1 is a Newton step for a cluster of weight
+        1 / K). svmm-grad is then the same rule as sga ([PYPM-sVMM]'s case 1 is [DPM-SGA]'s
+        constant-step ascent); they differ only in name.
+    n_init : K-means restarts for the initialisation ([DPM-SGA] Algorithm 1, 3.iv). The seed
+        learners run K-means on a random subset of min(N, max(20 K, batch size)) samples.
+    device, dtype : where and in which precision to fit (default: the data's device, float32).
+    random_state : seed for the initialisation and SVI.
+    verbose : progress bar.
+
+    Fitted attributes: ``means_`` (K' x D), ``sticks_`` (K' - 1), ``weights_`` (K'),
+    ``n_clusters_`` (K'), ``scale_`` (the component standard deviation, one per feature),
+    ``elbo_trace_`` (the learner's objective per iteration), ``phase_starts_`` (where in
+    ``elbo_trace_`` each prior phase begins: the bound changes there), ``converged_``, ``n_iter_``,
+    ``counts_`` (expected training samples per cluster), ``n_features_in_``, ``fit_seconds_``; for
+    the SVI learners also ``elbo_seconds_`` (wall time since the start of the fit call,
+    initialisation included, of each bound in ``elbo_trace_``, evaluated every 10 steps on a fixed
+    minibatch).
+
+    ``partial_fit(X)`` (seed learners): one pass of minibatch steps over X, resuming the previous
+    call's parameters and optimizer state; each batch stands in for the data set (N = len(X)).
+"""
+FITTED = ("means_", "sticks_", "weights_", "n_clusters_", "scale_", "elbo_trace_", "phase_starts_", "converged_",
+          "n_iter_", "counts_", "n_features_in_", "fit_seconds_", "mean_scale_", "stick_concentration_",
+          "elbo_seconds_")
+
+
+class StickMixture(MixtureEstimator):
+    """Base of the stick-breaking mixture estimators (see the module docstring).
+
+    A subclass implements ``_program()`` (the Pyro program), ``_family()``, ``_stick_prior()``
+    (alpha and discount), ``_given_scale()`` (the user's component standard deviation or None)
+    and ``_program_kwargs(std, prior_mean)`` (the program's hyperparameters).
+    """
+
+    _fitted_attributes = FITTED
+
+    # -- fitting -----------------------------------------------------------------------------
+    def fit(self, X, y=None):
+        """Fit on X (N x D); returns self."""
+        self._validate_params()
+        x = check_array(X, dtype=self._dtype, device=self._device_for(X))
+        start = time.perf_counter()
+        if self.random_state is not None:
+            pyro.set_rng_seed(self.random_state)
+        if self.inference == "vmm":
+            family = self._family()
+            check_closed_form("vmm", "vmm", family)
+            init_means, labels, self.scale_, prior_mean = self._start(x, x)
+            fit = fit_vmm(x, init_means, labels, std=self.scale_, hard=self._hard_assignments(),
+                          prior_mean=prior_mean, prior_precision=self.prior_precision,
+                          pruning_precision=self._pruning_precision(), max_iter=self.max_iter, tol=self.tol,
+                          prune_threshold=self.prune_threshold, verbose=self.verbose, **self._stick_prior())
+            means, sticks, scale, trace, seconds = fit.means, fit.sticks, None, fit.objective_trace, []
+            n_iter, converged = fit.n_iter, fit.converged
+            self.phase_starts_ = fit.phase_starts
+        else:
+            self._session = None
+            run = self._run_session(x, self.max_iter, start)
+            (means, sticks, scale), trace, seconds = self._session.estimates, run.elbo_trace, run.seconds
+            n_iter, converged = run.n_iter, run.converged
+        self._record(x, means, sticks, scale, trace, seconds, n_iter, converged, start)
+        return self
+
+    def partial_fit(self, X, y=None):
+        """One pass of minibatch steps over the batch X, resuming the last call; returns self."""
+        self._validate_params()
+        if self.inference not in STOCHASTIC:
+            raise ValueError(f"partial_fit needs a stochastic learner ({', '.join(STOCHASTIC)}), "
+                             f"not inference={self.inference!r}")
+        x = check_array(X, dtype=self._dtype, device=self._device_for(X),
+                        n_features=getattr(self, "n_features_in_", None))
+        start = time.perf_counter()
+        if getattr(self, "_session", None) is None and self.random_state is not None:
+            pyro.set_rng_seed(self.random_state)
+        batch = self._batch_size(x.shape[0])
+        run = self._run_session(x, -(-x.shape[0] // batch), start)
+        means, sticks, scale = self._session.estimates
+        previous = getattr(self, "elbo_trace_", [])
+        self._record(x, means, sticks, scale, previous + run.elbo_trace,
+                     getattr(self, "elbo_seconds_", []) + run.seconds, getattr(self, "n_iter_", 0) + run.n_iter,
+                     run.converged, start)
+        return self
+
+    def _scale_tensor(self, x) -> torch.Tensor | None:
+        """The user's component standard deviation as a (D,) tensor, or None."""
+        given = self._given_scale()
+        if given is None:
+            return None
+        std = torch.as_tensor(given, dtype=x.dtype, device=x.device)
+        if std.ndim == 1 and std.numel() != x.shape[1]:
+            raise ValueError(f"the component scale has {std.numel()} entries but X has {x.shape[1]} features; "
+                             "give one number or one per feature")
+        return std.expand(x.shape[1]).clone()
+
+    def _start(self, x, sample):
+        """K-means on ``sample`` ([DPM-SGA] Algorithm 1, 3.iv) in the units of the component scale,
+        the scale itself (per feature, the module docstring) and the prior's centre."""
+        std = self._scale_tensor(x)
+        metric = std if std is not None else relative_spreads(sample)
+        centres, labels = kmeans(sample / metric, min(self.truncation, sample.shape[0]), n_init=self.n_init,
+                                 seed=self.random_state)
+        if std is None:
+            std = default_sigma(sample / metric, centres, labels) * metric
+        return centres * metric, labels, std, x.mean(0)
+
+    def _hard_assignments(self) -> bool:
+        """The seeds' MAP assignments ([DPM-SGA] eq. (15), [PYPM-sVMM] eq. (20)) unless asked
+        otherwise; vi and natgrad-svi sum them out."""
+        if self.assignment is None:
+            return self.inference not in ("vi", "natgrad-svi")
+        if self.inference == "sga-fisher" and self.assignment == "soft":
+            # F collects r_nk^2 while g collects r_nk: diffuse clusters get steps of order 1 / r_nk
+            raise ValueError("assignment='soft' does not suit sga-fisher: its per-sample Fisher needs "
+                             "one-hot assignments ([DPM-SGA] eq. (15)); use assignment='hard' or None")
+        return self.assignment == "hard"
+
+    def _batch_size(self, n):
+        if self.batch_size is not None:
+            return min(self.batch_size, n)
+        return n if self.inference == "vi" else min(n, 1000)
+
+    def _log_prior(self, prior: dict):
+        """The bound's prior terms (``inference.vmm.prior_terms``) as a function of (means, sticks,
+        variances, n_clusters), under the precision that ``prior`` holds when it is called (the
+        SVI session relaxes it after its pruning phase)."""
+        return lambda means, sticks, variances, n_clusters: prior_terms(means, sticks, variances,
+                                                                      n_clusters=n_clusters, **prior)
+
+    def _run_session(self, x, max_iter, clock_start):
+        batch = self._batch_size(x.shape[0])
+        if getattr(self, "_session", None) is None:
+            if min(self.truncation, x.shape[0]) < 2:  # the model's stick plate has K - 1 entries
+                raise ValueError(f"the SVI learners need truncation >= 2 and at least 2 samples to start, got "
+                                 f"truncation={self.truncation} and {x.shape[0]} samples")
+            if self.inference == "vi":
+                sample = x
+            else:
+                size = min(x.shape[0], max(20 * self.truncation, batch))
+                sample = x[torch.randperm(x.shape[0], device=x.device)[:size]]
+            init_means, labels, std, prior_mean = self._start(x, sample)
+            counts = torch.bincount(labels, minlength=init_means.shape[0]).to(x.dtype) * (x.shape[0] / sample.shape[0])
+            sticks = self._stick_prior()
+            order, _ = sort_by_size(counts, **sticks)
+            prior = dict(std=std, prior_mean=prior_mean, prior_precision=self.prior_precision, **sticks)
+            session = StochasticSession(
+                self.inference, self._program(), self._family(), init_means[order], counts[order],
+                model_kwargs=self._program_kwargs(std, prior_mean), prior=prior, log_prior=None,
+                occam=self._occam, pruning_precision=self._pruning_precision(), pruning_steps=self.max_iter // 2,
+                guide=self.guide, hard=self._hard_assignments(), learning_rate=self.learning_rate,
+                prune_threshold=self.prune_threshold)
+            session.log_prior = self._log_prior(session.prior)
+            self._session = session
+            self.scale_ = std
+        return self._session.run(x, max_iter=max_iter, batch_size=batch, tol=self.tol, clock_start=clock_start,
+                                 verbose=self.verbose)
+
+    def _record(self, x, means, sticks, scale, trace, seconds, n_iter, converged, start):
+        self.n_features_in_ = x.shape[1]
+        self._finalise(x, means, sticks, scale)
+        self.elbo_trace_, self.elbo_seconds_ = [float(v) for v in trace], [float(v) for v in seconds]
+        if self.inference != "vmm":
+            self.phase_starts_ = list(self._session.phase_starts)
+        self.n_iter_, self.converged_ = n_iter, bool(converged)
+        self.fit_seconds_ = time.perf_counter() - start
+
+    def _finalise(self, x, means, sticks, scale):
+        """Order clusters by weight and keep those that own a training sample ([PYPM-sVMM] V.D)."""
+        family = self._family()
+        log_w = stick_breaking_log_weights(sticks)
+        table = log_w + family.log_density(x, means, self.scale_)
+        owners = torch.bincount(table.argmax(1), minlength=means.shape[0])
+        order = torch.argsort(log_w, descending=True)
+        keep = order[owners[order] > 0]
+        weights = log_w[keep].exp()
+        self.means_, self.weights_, self.n_clusters_ = means[keep], weights / weights.sum(), int(keep.numel())
+        self.sticks_ = weights_to_sticks(self.weights_)
+        # renormalising the kept weights shifts every column alike: the softmax is unchanged
+        self.counts_ = torch.softmax(table[:, keep], 1).sum(0)
+        # posterior factors for ArviZ: the mean-field guide's own scales where it has them, else
+        # the Laplace approximation at the point estimate, precision N_k I + lambda0 / std^2 per
+        # feature (the conjugate factor N(mean_k, std^2 / (N_k + lambda0)) for the Gaussian), and
+        # the sticks' conjugate factors q(v_k) = Beta(a_k + N_k, b_k + N_{>k})
+        information = family.location_information(self.scale_).to(x) * torch.ones_like(self.means_)
+        laplace = (self.counts_[:, None] * information + self._prior_precision() / self.scale_**2).rsqrt()
+        self.mean_scale_ = scale[keep] if scale is not None else laplace
+        self.stick_concentration_ = torch.stack(conjugate_sticks(self.counts_, **self._stick_prior()))
+
+    def _prior_precision(self) -> float:
+        return self.prior_precision
+
+    _occam = True  # the means' factors' expectation in the assignments and the bound
+
+    def _pruning_precision(self):
+        given = self.pruning_precision
+        return self._family().pruning_precision if given is None else given
+
+    # -- the fitted model ----------------------------------------------------------------------
+    def _logits(self, x, out=None):
+        """The log joint table up to a constant per row. Gaussian components: ln pi_k -
+        sum_d mu_kd^2 / (2 std_d^2) + sum_d x_nd mu_kd / std_d^2, one matrix product and one add."""
+        if getattr(self._family(), "rho", None) != 2.0:
+            return super()._logits(x, out)
+        var = self.scale_**2
+        bias = self.weights_.log() - (self.means_ * self.means_ / var).sum(1) / 2
+        return torch.mm(x, (self.means_ / var).T, out=out).add_(bias)
+
+    def _log_joint_table(self, x):
+        return self.weights_.log() + self._family().log_density(x, self.means_, self.scale_)
+
+    def _posterior_draws(self, num_draws, rng):
+        as_tensor = lambda a: torch.as_tensor(a, dtype=self.means_.dtype, device=self.means_.device)
+        noise = as_tensor(rng.standard_normal((num_draws,) + tuple(self.means_.shape)))
+        c1, c0 = self.stick_concentration_.cpu().double().numpy()
+        sticks = as_tensor(rng.beta(c1, c0, size=(num_draws, c1.size)))
+        return {"mu": self.means_ + self.mean_scale_ * noise, "weights": stick_breaking_log_weights(sticks).exp()}
+
+    def _draw_log_likelihood(self, x, draw):
+        return torch.logsumexp(draw["weights"].log() + self._family().log_density(x, draw["mu"], self.scale_), 1)
+
+
+class MixtureSVI(StickMixture):
+    """Fit your own stick-breaking mixture program with the generic SVI learners.
+
+    Copy ``bnpzoo/models/dp_gmm.py`` (or ``pyp_ggm.py``), edit the program (another likelihood,
+    another prior), and fit it::
+
+        est = MixtureSVI(model=my_model, inference="svmm", truncation=30).fit(X)
+        est.predict(X); est.means_; est.weights_; est.elbo_trace_
+
+    The program must keep the contract of the zoo's mixtures: ``model(data, *, truncation,
+    subsample_size, ...)`` with latent sites ``v`` (K - 1 sticks) and ``mu`` (K x D means), an
+    assignment ``z`` marked for enumeration and the observation ``x`` under a plate named
+    ``"data"``. ``model_kwargs`` are passed to it; the program's own ``sigma`` / ``scale`` and
+    ``prior_mean``, where it takes them and ``model_kwargs`` does not set them, get the data-driven
+    defaults (the module docstring). Its ``alpha`` and ``discount`` (from ``model_kwargs`` or its
+    defaults) set the sticks of the start and of pruning. Where the program takes
+    ``prior_precision``, the learners' pruning phase runs with ``pruning_precision`` (as in
+    ``DPGMM``); the means' Occam term of the zoo's own families needs their likelihood, and is
+    not applied to a user's program.
+
+    Learners: ``vi``, ``sga``, ``sga-momentum``, ``svmm``, ``svmm-mgrad``, ``svmm-grad`` (those
+    that need no closed form). The other arguments are those of ``DPGMM``. ``load`` needs the
+    program again: ``MixtureSVI.load(path, model=my_model)``.
+    """
+
+    _parameter_constraints = {
+        "inference": OneOf(*GENERIC),
+        **{name: c for name, c in COMMON_CONSTRAINTS.items() if name != "prior_precision"},
+    }
+    _fitted_attributes = FITTED + ("model_kwargs_",)
+    _unsaved_params = ("model",)
+    SCALE_NAMES = ("sigma", "scale")
+
+    def __init__(self, *, model=None, inference="svmm", model_kwargs=None, truncation=50, pruning_precision=20.0,
+                 assignment=None,
+                 guide="map", max_iter=500, tol=1e-5, prune_threshold=1e-3, batch_size=None, learning_rate=None,
+                 n_init=3, device=None, dtype="float32", random_state=None, verbose=False):
+        self._store(locals())
+
+    def _validate_params(self):
+        super()._validate_params()
+        if not callable(self.model):
+            raise ValueError(f"model must be a Pyro program (a callable), got {self.model!r}")
+        if self.model_kwargs is not None and not isinstance(self.model_kwargs, dict):
+            raise ValueError(f"model_kwargs must be a dict of the program's keyword arguments, got {self.model_kwargs!r}")
+
+    # -- what the program declares -------------------------------------------------------------
+    def _declared(self, name, fallback):
+        """The value of the program's keyword ``name``: model_kwargs, else its default, else ``fallback``."""
+        given = self.model_kwargs or {}
+        if name in given:
+            return given[name]
+        parameter = inspect.signature(self.model).parameters.get(name)
+        return fallback if parameter is None or parameter.default is inspect.Parameter.empty else parameter.default
+
+    def _takes(self, name) -> bool:
+        return name in inspect.signature(self.model).parameters
+
+    def _scale_name(self):
+        return next((name for name in self.SCALE_NAMES if self._takes(name)), None)
+
+    def _given_scale(self):
+        name = self._scale_name()
+        return (self.model_kwargs or {}).get(name) if name else 1.0
+
+    def _stick_prior(self) -> dict:
+        return dict(alpha=float(self._declared("alpha", 1.0)), discount=float(self._declared("discount", 0.0)))
+
+    def _prior_precision(self) -> float:
+        return float(self._declared("prior_precision", 0.0))
+
+    @property
+    def prior_precision(self):  # for the SVI session's settings; the program owns its prior
+        return self._prior_precision()
+
+    def _program(self):
+        return self.model
+
+    def _program_kwargs(self, std, prior_mean) -> dict:
+        kwargs = dict(self.model_kwargs or {})
+        name = self._scale_name()
+        if name is not None:
+            kwargs.setdefault(name, std)
+        if self._takes("prior_mean"):
+            kwargs.setdefault("prior_mean", prior_mean)
+        self.model_kwargs_ = kwargs
+        return kwargs
+
+    def _family(self):
+        kwargs = getattr(self, "model_kwargs_", None)
+        if kwargs is None:
+            kwargs = dict(self.model_kwargs or {})
+        return TracedFamily(self.model, kwargs)
+
+    _occam = False  # a user's program: its likelihood's information and its prior are its own
+
+    def _pruning_precision(self):
+        return self.pruning_precision if self._takes("prior_precision") else None
+
+    def _log_prior(self, prior: dict):
+        """The program's own ln p(mu) + ln p(v) at the point estimates, plus the logit Jacobian of
+        the MAP guide (clusters removed by pruning are not counted: the program does not know them)."""
+
+        def score(means, sticks, variances, n_clusters):
+            conditioned = pyro.poutine.condition(self.model, data={"v": sticks, "mu": means})
+            kwargs = dict(self._session.model_kwargs, truncation=means.shape[0])  # the phase's prior
+            trace = pyro.poutine.trace(pyro.poutine.block(conditioned, hide=["z", "x"])).get_trace(means[:1], **kwargs)
+            prior = sum(trace.nodes[name]["fn"].log_prob(trace.nodes[name]["value"]).sum() for name in ("v", "mu"))
+            return prior + (sticks.log() + torch.log1p(-sticks)).sum()
+
+        return score
+
+    def fit(self, X, y=None):
+        self._validate_params()
+        self._check_program(X)
+        return super().fit(X, y)
+
+    def partial_fit(self, X, y=None):
+        self._validate_params()
+        if getattr(self, "_session", None) is None:
+            self._check_program(X)
+        return super().partial_fit(X, y)
+
+    def _check_program(self, X):
+        """A clear error for a program that breaks the contract, before any learning starts."""
+        x = check_array(X, dtype=self._dtype)[:2]
+        try:
+            trace = pyro.poutine.trace(pyro.infer.config_enumerate(self.model)).get_trace(
+                x, truncation=max(2, min(self.truncation, 3)), **(self.model_kwargs or {}))
+        except Exception as err:
+            raise ValueError(f"the program failed on a batch of X: {type(err).__name__}: {err}") from None
+        latent = {name for name, site in trace.nodes.items() if site["type"] == "sample" and not site["is_observed"]
+                  and not pyro.poutine.util.site_is_subsample(site)}
+        missing = {"v", "mu", "z"} - latent
+        extra = latent - {"v", "mu", "z"}
+        if missing or "x" not in trace.nodes or not trace.nodes["x"]["is_observed"]:
+            raise ValueError(f"the program must have latent sites v, mu, z and an observed x; missing "
+                             f"{sorted(missing) or 'the observed x'}")
+        if extra:
+            raise ValueError(f"MixtureSVI's guides cover the sites v and mu; the program has further latent "
+                             f"sites {sorted(extra)}: give them fixed values through model_kwargs")

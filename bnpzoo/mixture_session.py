@@ -1,0 +1,235 @@
+"""The SVI learners of the stick-breaking mixtures: a Pyro program with a guide, a seed optimizer,
+and the hooks that ``inference.svi.run_svi`` calls (per-sample Fisher, the evaluation bound,
+pruning).
+
+The session receives the program, its component family (``bnpzoo.families``: the component
+table and the closed forms it has) and the prior's settings; it never imports a model. A learner
+that needs a closed form the family lacks refuses. A session keeps its own Pyro parameter store
+and optimizer state, so ``partial_fit`` can resume it on the next batch while other estimators
+use Pyro in between.
+"""
+
+from dataclasses import dataclass
+
+import pyro
+import torch
+
+from bnpzoo.guides import stick_mixture as guides
+from bnpzoo.inference import optim as seed_optim
+from bnpzoo.inference.conjugate import natural_estimate, responsibilities
+from bnpzoo.inference.fisher import gaussian_mixture_fisher, prior_curvature
+from bnpzoo.inference.mean_factors import mean_variances, occam_penalty
+from bnpzoo.inference.sticks import reorder_and_prune, update_sticks
+from bnpzoo.inference.svi import SVIRun, run_svi
+from bnpzoo.inference.vmm import assign
+from bnpzoo.ops import stick_breaking_log_weights
+
+
+@dataclass(frozen=True)
+class Learner:
+    guide: str  # "map", "natural", or "chosen" (the estimator's ``guide`` argument)
+    learning_rate: float | None  # default step size (None: the rule has none)
+    make_optim: callable  # (learning rate, per-parameter step unit or None, FisherBoard) -> PyroOptim
+    unit: str | None = None  # "gradient" or "normalised": the unit of its step (StochasticSession)
+    needs: str | None = None  # the family's closed form it cannot run without
+
+
+LEARNERS = {
+    "vi": Learner("chosen", 0.05, lambda lr, unit, board: pyro.optim.Adam({"lr": lr})),
+    "sga": Learner("map", 0.1, lambda lr, unit, board: seed_optim.sga(lr, lr_scale=unit), unit="gradient"),
+    "sga-momentum": Learner("map", 0.02, lambda lr, unit, board: seed_optim.sga_momentum(lr, lr_scale=unit),
+                            unit="gradient"),
+    "sga-fisher": Learner("map", 0.1, lambda lr, unit, board: seed_optim.sga_fisher(board, lr), needs="fisher"),
+    "svmm": Learner("map", 0.02, lambda lr, unit, board: seed_optim.svmm(lr, direction="fisher", lr_scale=unit),
+                    unit="normalised"),
+    "svmm-mgrad": Learner("map", 0.1, lambda lr, unit, board: seed_optim.svmm(lr, direction="momentum",
+                                                                              lr_scale=unit), unit="gradient"),
+    "svmm-grad": Learner("map", 0.1, lambda lr, unit, board: seed_optim.svmm(lr, direction="gradient",
+                                                                             lr_scale=unit), unit="gradient"),
+    "natgrad-svi": Learner("natural", None, lambda lr, unit, board: seed_optim.natural_gradient_svi(),
+                           needs="natural"),
+}
+GENERIC = tuple(name for name, spec in LEARNERS.items() if spec.needs is None)
+CLOSED_FORMS = {"fisher": "per-sample Fisher", "natural": "conjugate natural-gradient estimate",
+                "vmm": "batch closed-form (VMM) update"}
+
+
+def check_closed_form(learner: str, needs: str | None, family) -> None:
+    """ValueError naming the learner and the family when the family lacks what the learner needs."""
+    if needs is not None and needs not in family.closed_forms:
+        raise ValueError(f"inference={learner!r} needs the {CLOSED_FORMS[needs]} in closed form, which the "
+                         f"{family.name} family lacks; use one of {', '.join(GENERIC)}")
+
+
+class StochasticSession:
+    """One fit of a stick-breaking mixture program by a learner of ``LEARNERS``, resumable batch
+    after batch. ``model_kwargs`` are the program's hyperparameters (the session sets
+    ``truncation`` and, in the pruning phase, ``prior_precision``); ``prior`` holds std, alpha,
+    discount, prior_mean and prior_precision for the closed forms and the guides;
+    ``log_prior(means, sticks, variances, n_clusters)`` scores the bound's prior.
+
+    ``occam``: the MAP assignments and the bound take the expectation under the means' Gaussian
+    factors (``inference.mean_factors``), whose variances follow the clusters' counts as last
+    evaluated. ``pruning_precision``: the first ``pruning_steps`` steps (or until the bound first
+    converges) run with that prior precision, then the model's (``inference.vmm``, pruning phase).
+    """
+
+    def __init__(self, learner: str, model, family, init_means, init_counts, *, model_kwargs: dict, prior: dict,
+                 log_prior, occam=True, pruning_precision=None, pruning_steps=0, guide="map", hard=False,
+                 learning_rate=None, prune_threshold=1e-3, eval_size=2000):
+        spec = LEARNERS[learner]
+        check_closed_form(learner, spec.needs, family)
+        self.model, self.family, self.log_prior, self.occam = model, family, log_prior, occam
+        self.final_precision = prior["prior_precision"]
+        self.pruning_steps = pruning_steps if pruning_precision is not None and pruning_precision > prior[
+            "prior_precision"] else 0
+        if self.pruning_steps:
+            prior = dict(prior, prior_precision=pruning_precision)
+            model_kwargs = dict(model_kwargs, prior_precision=pruning_precision)
+        self.counts = init_counts
+        self.evaluations, self.phase_starts = 0, [0]  # evaluations so far; where each prior phase began
+        self.kind = guide if spec.guide == "chosen" else spec.guide
+        self.hard = hard and self.kind != "natural"  # natural-gradient SVI uses responsibilities
+        self.prior, self.prune_threshold, self.eval_size = prior, prune_threshold, eval_size
+        self.sticks_prior = dict(alpha=prior["alpha"], discount=prior["discount"])
+        self.n_clusters = init_means.shape[0]
+        self.model_kwargs = dict(model_kwargs, truncation=self.n_clusters)
+        self.board = seed_optim.FisherBoard()
+        lr = learning_rate if learning_rate is not None else spec.learning_rate
+        # step units. The rules whose step scales with g: g of a cluster of weight pi_k is about
+        # pi_k I (mean - mu_k) for its mean, I the location's Fisher information per feature, and
+        # about pi_k for its logit stick; with eta in these units eta = 1 is a Newton step at
+        # pi_k = 1/K, K the clusters in use (``_reorganise`` rescales the step as pruning lowers K:
+        # with the K of the start, a cluster that grew to hold most of the data took steps many
+        # times its Newton step, and diverged). sVMM's direction W / sqrt(F) is about +-1 per
+        # coordinate: eta is in units of the component's standard deviation (one per feature),
+        # so no feature's units set the pace.
+        self.information = family.location_information(prior["std"]).to(init_means)
+        self.unit = spec.unit
+        units = {"gradient": {"mu_map": self.n_clusters / self.information, "v_map": float(self.n_clusters)},
+                 "normalised": {"mu_map": self.information.rsqrt(), "v_map": 1.0}}
+        self.optim = spec.make_optim(lr, units.get(spec.unit), self.board)
+        self.fisher = spec.needs == "fisher"
+        init_sticks = update_sticks(init_counts, **self.sticks_prior)
+        if self.kind == "map":
+            self.guide = guides.map_guide(init_means, init_sticks)
+        elif self.kind == "mean-field":
+            self.guide = guides.mean_field_guide(init_means, init_sticks)
+        else:
+            self.guide = guides.natural_guide(init_means, init_counts, std=prior["std"],
+                                              prior_precision=prior["prior_precision"], **self.sticks_prior)
+        self.loss = self._natural_loss if self.kind == "natural" else ("map" if self.hard else "enum")
+        self.store_state = None
+
+    def _variances(self):
+        """tau_k^2 of the means' factors at the current counts, or None without ``occam``."""
+        if not self.occam:
+            return None
+        return mean_variances(self.counts, self.information, self.prior["std"], self.prior["prior_precision"])
+
+    def _table(self, x, means, sticks, variances):
+        """ln pi_k + E_q ln f(x_n | mu_k), (M, K)."""
+        table = stick_breaking_log_weights(sticks) + self.family.log_density(x, means, self.prior["std"])
+        return table if variances is None else table - occam_penalty(variances, self.information)
+
+    # -- the hooks of run_svi ----------------------------------------------------------------
+    def _before_step(self, indices):
+        """The minibatch's MAP assignments (hard learners on the zoo's families) and the per-sample
+        Fisher; returns the assignments for the step to condition on."""
+        decode = self.hard and self.occam
+        if self.fisher or self.kind == "natural" or decode:  # the rules that need the minibatch itself
+            self.batch = self.data[indices]
+        if not (self.fisher or decode):
+            return None
+        means, sticks, _ = guides.point_estimates("map")
+        resp = assign(self._table(self.batch, means, sticks, self._variances()), self.hard)
+        if self.fisher:
+            n = self.data.shape[0]
+            settings = dict(std=self.prior["std"], prior_precision=self.prior["prior_precision"], n_total=n,
+                            **self.sticks_prior)
+            f_mu, f_v = gaussian_mixture_fisher(self.batch, resp, means, sticks, prior_mean=self.prior["prior_mean"],
+                                                **settings)
+            c_mu, c_v = prior_curvature(sticks, **settings)
+            self.board.update(mu_map=f_mu + c_mu, v_map=f_v + c_v)
+        return {"z": resp.argmax(1)} if decode else None
+
+    def _natural_loss(self, model, guide, *args, **kwargs):
+        """1/2 |theta - theta_hat|^2 over the natural parameters; see ``inference.optim``."""
+        q = {key: pyro.param(name) for key, name in guides.NATURAL.items()}
+        with torch.no_grad():
+            resp = responsibilities(self.batch, q["precision"], q["weighted"], q["c1"], q["c0"], self.prior["std"])
+            target = natural_estimate(self.batch, resp, n_total=self.data.shape[0],
+                                      prior_mean=self.prior["prior_mean"],
+                                      prior_precision=self.prior["prior_precision"], **self.sticks_prior)
+        return sum(0.5 * ((q[key] - target[key]) ** 2).sum() for key in q)
+
+    def _evaluate(self):
+        """The bound at the point estimates on the fixed evaluation minibatch, scaled to N:
+        (N / M) sum_n ln sum_k pi_k f(x_n | mu_k) + ln p(mu) + ln p_u(v) ([PYPM-sVMM] eq. (22)-(23)
+        with z summed out; the same number for every learner, so their traces compare)."""
+        means, sticks, _ = guides.point_estimates(self.kind, self.prior["std"])
+        variances = self._variances()
+        scores = self._table(self.eval_batch, means, sticks, variances)
+        # owners under the MAP assignment (eq. (15)): a cluster that owns no evaluation sample is
+        # dead (soft counts never reach zero, and trailing clusters' sticks stay near 1 / j)
+        self.eval_counts = torch.bincount(scores.argmax(1), minlength=scores.shape[1]).to(scores.dtype)
+        scale = self.data.shape[0] / self.eval_batch.shape[0]
+        data_term = torch.logsumexp(scores, 1).sum() * scale
+        bound = data_term + self.log_prior(means, sticks, variances, self.n_clusters)
+        self.counts = torch.softmax(scores, 1).sum(0) * scale  # the factors' counts for the next window
+        return bound
+
+    def _reorganise(self):
+        """[PYPM-sVMM] V.D: clusters reordered by their evaluation counts, empty ones and those whose
+        stick falls below the threshold dropped (as ``inference.vmm`` does)."""
+        keep = reorder_and_prune(self.eval_counts, self.sticks_prior["alpha"], self.prune_threshold,
+                                 self.sticks_prior["discount"])
+        if keep.numel() < 2:  # the model's stick plate needs K >= 2
+            keep = torch.argsort(self.eval_counts, descending=True)[:2]
+        if keep.numel() == self.eval_counts.numel() and bool((keep[1:] > keep[:-1]).all()):
+            return  # nothing moves
+        for old, new, rows in guides.select_clusters(self.kind, keep, prior_precision=self.prior["prior_precision"],
+                                                     **self.sticks_prior):
+            seed_optim.carry_state(self.optim, old, new, rows)
+        if self.unit == "gradient":  # eta = 1 stays a Newton step at pi_k = 1 / K for the new K
+            seed_optim.scale_steps(self.optim, keep.numel() / self.model_kwargs["truncation"])
+        self.model_kwargs["truncation"] = keep.numel()
+        self.counts = self.counts[keep]
+
+    # -- running -----------------------------------------------------------------------------
+    def run(self, x, *, max_iter, batch_size, tol, clock_start=None, verbose=False, window=10):
+        """Steps on ``x`` (the data set, or the current batch of a stream); the bound's times count
+        from ``clock_start`` (``time.perf_counter()``; default: now)."""
+        store = pyro.get_param_store()
+        if self.store_state is None:
+            store.clear()
+            pyro.poutine.block(self.guide)(x, **self.model_kwargs)  # create the parameters
+        else:
+            store.set_state(self.store_state)
+        self.data = x
+        picks = torch.randperm(x.shape[0], device=x.device)[: self.eval_size]
+        self.eval_batch = x[picks]
+        reorganise = self._reorganise if self.kind in ("map", "natural") else None
+        total, remaining = SVIRun(), max_iter
+        while remaining > 0:
+            steps = min(remaining, self.pruning_steps) if self.pruning_steps else remaining
+            run = run_svi(self.model, self.guide, x, model_kwargs=self.model_kwargs, optim=self.optim,
+                          loss=self.loss, max_iter=steps, batch_size=batch_size, tol=tol, window=window,
+                          evaluate=self._evaluate, before_step=self._before_step, reorganise=reorganise,
+                          clock_start=clock_start, verbose=verbose)
+            total.elbo_trace += run.elbo_trace
+            total.seconds += run.seconds
+            total.n_iter += run.n_iter
+            total.converged = run.converged
+            self.evaluations += len(run.elbo_trace)
+            remaining -= run.n_iter
+            if not self.pruning_steps:
+                break
+            self.pruning_steps -= run.n_iter
+            if run.converged or self.pruning_steps <= 0:  # the pruning phase ends: the model's own prior
+                self.pruning_steps = 0
+                self.prior["prior_precision"] = self.model_kwargs["prior_precision"] = self.final_precision
+                self.phase_starts.append(self.evaluations)
+        self.estimates = guides.point_estimates(self.kind, self.prior["std"])
+        self.store_state = store.get_state()
+        return total

@@ -1,0 +1,55 @@
+"""Pitman-Yor process mixture of generalized Gaussians (PYPM), [PYPM-sVMM] section II.A, eq. (1)-(3),
+truncated at K clusters:
+
+    v_k  ~ Beta(1 - d, alpha0 + k d)      k = 1..K-1, v_K = 1      eq. (1); d = 0 is the DP
+    pi_k = v_k prod_{l<k} (1 - v_l)                                  (log space)
+    B_k  ~ N(m0, sd^2 / lambda0)          k = 1..K, per feature    eq. (3)
+    z_n  ~ Categorical(pi)                                          (enumerated)
+    x_nd ~ GGD(B_{z_n d}, s_d, rho)                                  eq. (2)-(3)
+
+GGD(x | B, s, rho) is proportional to exp(-|(x - B) / s|^rho) (``bnpzoo.distributions``): rho = 2
+is the Gaussian, rho = 1 the Laplace distribution. As in the paper, s and rho are fixed for a fit
+and only the means B are learned; their posterior is not conjugate unless rho = 2.
+
+Departure: the program takes each feature's standard deviation ``scale`` = sd_d, not s, so that
+a scale means the same for every rho (s_d = sd_d sqrt(Gamma(1/rho) / Gamma(3/rho)); the paper's
+Gaussian and Laplacian "s = sqrt 2" are sd = 1 and sd = 2), and the prior on B_k has variance
+sd^2 / lambda0 instead of 1 / lambda0, which makes the fit independent of the data's units.
+
+Sites: ``v`` (K-1 sticks), ``mu`` (the K x D means B), ``z`` (enumerated), ``x``; the data plate
+is named ``"data"`` and subsamples through ``subsample_size``. With ``data=None`` the program
+generates ``num_data`` observations of dimension ``dim``.
+"""
+
+import pyro
+import pyro.distributions as dist
+
+from bnpzoo.models.assigned import AssignedGeneralizedGaussian
+from bnpzoo.models.stick_breaking import feature_vectors, stick_breaking_prior
+
+
+def model(
+    data=None,
+    *,
+    truncation: int = 20,
+    alpha: float = 1.0,
+    discount: float = 0.0,
+    scale=1.0,
+    rho: float = 2.0,
+    prior_mean=0.0,
+    prior_precision: float = 1.0,
+    subsample_size: int | None = None,
+    num_data: int | None = None,
+    dim: int | None = None,
+):
+    """The generative program. alpha is alpha0, discount d, scale each feature's standard
+    deviation within a cluster, rho the GGD shape, prior_mean m0, prior_precision lambda0."""
+    n, (sd, m0) = feature_vectors(data, num_data, dim, scale, prior_mean)
+
+    # sticks v_k ~ Beta(1 - d, alpha0 + k d), eq. (1), and means B_k ~ N(m0, sd^2 / lambda0): sites v, mu
+    log_weights, mu = stick_breaking_prior(truncation, alpha, discount, m0, sd / prior_precision**0.5)
+
+    with pyro.plate("data", n, subsample_size=subsample_size, dim=-1) as idx:
+        z = pyro.sample("z", dist.Categorical(logits=log_weights), infer={"enumerate": "parallel"})
+        obs = data[idx] if data is not None else None
+        return pyro.sample("x", AssignedGeneralizedGaussian(mu, sd, rho, z), obs=obs)

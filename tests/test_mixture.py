@@ -1,0 +1,108 @@
+"""The shared mixture core: PYPGGM contains DPGMM, a user's own program fits through MixtureSVI,
+and learners refuse what a family cannot give them."""
+
+import numpy as np
+import pyro
+import pyro.distributions as dist
+import pytest
+import torch
+
+from bnpzoo import DPGMM, PYPGGM, MixtureSVI
+from bnpzoo.metrics import nmi
+from bnpzoo.mixture_session import GENERIC, LEARNERS
+from bnpzoo.models.stick_breaking import feature_vectors, stick_breaking_prior
+
+SHARED = ["vmm", *LEARNERS]
+
+
+@pytest.mark.parametrize("inference", SHARED)
+def test_pypggm_at_d_0_rho_2_is_dpgmm(model_draw, inference):
+    X = model_draw[0][:600]
+    common = dict(truncation=12, inference=inference, alpha=1.5, prior_precision=2.0, max_iter=60, random_state=3)
+    dp = DPGMM(sigma=1.3, **common).fit(X)
+    pyp = PYPGGM(discount=0.0, likelihood="gaussian", scale=1.3, **common).fit(X)
+    assert torch.equal(dp.means_, pyp.means_) and torch.equal(dp.weights_, pyp.weights_)
+    assert dp.elbo_trace_ == pyp.elbo_trace_
+
+
+def student_t_model(data=None, *, truncation=20, alpha=1.0, sigma=1.0, df=4.0, prior_mean=0.0, prior_precision=1.0,
+                    subsample_size=None, num_data=None, dim=None):
+    """models/dp_gmm.py copied, with its likelihood edited to a Student-t of ``df`` degrees."""
+    n, (sigma, m0) = feature_vectors(data, num_data, dim, sigma, prior_mean)
+    log_weights, mu = stick_breaking_prior(truncation, alpha, 0.0, m0, sigma / prior_precision**0.5)
+    with pyro.plate("data", n, subsample_size=subsample_size, dim=-1) as idx:
+        z = pyro.sample("z", dist.Categorical(logits=log_weights), infer={"enumerate": "parallel"})
+        obs = data[idx] if data is not None else None
+        return pyro.sample("x", dist.StudentT(df, mu[z], sigma).to_event(1), obs=obs)
+
+
+def _student_t_data():
+    rng = np.random.default_rng(0)
+    centres, z = rng.normal(0, 8, (4, 2)), rng.integers(0, 4, 800)
+    return (centres[z] + rng.standard_t(4, (800, 2))).astype(np.float32), z
+
+
+@pytest.mark.parametrize("inference", GENERIC)
+def test_a_copied_and_edited_program_fits_with_every_generic_learner(inference):
+    X, z = _student_t_data()
+    est = MixtureSVI(model=student_t_model, inference=inference, truncation=15, max_iter=300, random_state=0).fit(X)
+    assert est.n_clusters_ == 4 and nmi(z, est.predict(X)) > 0.85
+    assert np.isfinite(est.elbo_trace_).all() and np.isfinite(est.score(X))
+    assert est.model_kwargs_["sigma"].shape == (2,)  # the data-driven scale was handed to the program
+
+
+def test_mixture_svi_round_trips_with_the_program_given_again(tmp_path):
+    X, _ = _student_t_data()
+    est = MixtureSVI(model=student_t_model, truncation=10, max_iter=100, random_state=0).fit(X)
+    est.save(tmp_path / "t.pt")
+    with pytest.raises(ValueError, match="model="):
+        MixtureSVI.load(tmp_path / "t.pt")
+    back = MixtureSVI.load(tmp_path / "t.pt", model=student_t_model)
+    assert np.array_equal(back.predict_proba(X), est.predict_proba(X))
+
+
+def test_programs_that_break_the_contract_are_refused_with_the_reason():
+    X, _ = _student_t_data()
+
+    def with_extra_latent(data=None, *, truncation=20, sigma=1.0, subsample_size=None):
+        pyro.sample("df", dist.Gamma(2.0, 0.5))
+        return student_t_model(data, truncation=truncation, sigma=sigma, subsample_size=subsample_size)
+
+    def without_mixture(data=None, *, truncation=20, subsample_size=None):
+        with pyro.plate("data", data.shape[0]):
+            pyro.sample("x", dist.Normal(0.0, 1.0).expand([data.shape[1]]).to_event(1), obs=data)
+
+    with pytest.raises(ValueError, match="df"):
+        MixtureSVI(model=with_extra_latent).fit(X)
+    with pytest.raises(ValueError, match="missing"):
+        MixtureSVI(model=without_mixture).fit(X)
+    with pytest.raises(ValueError, match="callable"):
+        MixtureSVI(model="dp_gmm").fit(X)
+    with pytest.raises(ValueError, match="inference"):
+        MixtureSVI(model=student_t_model, inference="vmm").fit(X)
+
+
+@pytest.mark.parametrize("inference, closed_form", [("vmm", "batch"), ("natgrad-svi", "natural"),
+                                                    ("sga-fisher", "Fisher")])
+def test_a_learner_refuses_a_family_without_its_closed_form(model_draw, inference, closed_form):
+    with pytest.raises(ValueError, match=f"{inference}.*{closed_form}.*laplace"):
+        PYPGGM(likelihood="laplace", inference=inference).fit(model_draw[0])
+
+
+@pytest.mark.parametrize("params, name", [({"discount": 1.0}, "discount"), ({"discount": -0.1}, "discount"),
+                                          ({"alpha": -0.5, "discount": 0.2}, "alpha"), ({"rho": 0.5}, "rho"),
+                                          ({"likelihood": "cauchy"}, "likelihood"), ({"scale": [1.0, -1.0]}, "scale"),
+                                          ({"scale": [1.0, 2.0, 3.0]}, "scale"), ({"pruning_precision": -1.0},
+                                                                                    "pruning_precision")])
+def test_bad_pypggm_arguments_are_named(model_draw, params, name):
+    with pytest.raises(ValueError, match=name):
+        PYPGGM(**params).fit(model_draw[0])
+
+
+def test_a_scale_per_feature_is_used_as_given_and_saved(model_draw, tmp_path):
+    X = model_draw[0]
+    est = PYPGGM(scale=[0.5, 2.0], max_iter=50, random_state=0).fit(X)
+    assert torch.equal(est.scale_, torch.tensor([0.5, 2.0]))
+    est.save(tmp_path / "p.pt")
+    back = PYPGGM.load(tmp_path / "p.pt")
+    assert np.array_equal(back.predict(X), est.predict(X)) and back.get_params() == est.get_params()
