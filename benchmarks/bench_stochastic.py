@@ -2,8 +2,8 @@
 scikit-learn's BayesianGaussianMixture (spherical) in the same run.
 
 1. digits (1797 x 64, truncation 50) and blobs (100,000 x 64, 50 true clusters, truncation 100):
-   NMI, ACC, clusters used, fit seconds, time as a fraction of batch vmm (seed 002 Fig. 1-4,
-   Table 2) and of BGM; a figure of the bound (seed 004 eq. (22)-(23), per sample, on the fixed
+   NMI, ACC, clusters used, fit seconds, time as a fraction of batch vmm ([DPM-SGA] Fig. 1-4,
+   Table 2) and of BGM; a figure of the bound ([PYPM-sVMM] eq. (22)-(23), per sample, on the fixed
    evaluation minibatch) against wall time for every learner.
 2. predict_proba on 100,000 x 64 with 100 clusters against a float32 matrix product of the same
    shapes (x @ W, W of 64 x 100, a fresh N x K result like predict_proba's), best of 30
@@ -32,7 +32,7 @@ from sklearn.mixture import BayesianGaussianMixture  # noqa: E402
 
 from bnpzoo import DPGMM  # noqa: E402
 from bnpzoo.data import blobs, digits  # noqa: E402
-from bnpzoo.dp_gmm import STOCHASTIC  # noqa: E402
+from bnpzoo.mixture import STOCHASTIC  # noqa: E402
 from bnpzoo.metrics import acc, clusters_used, nmi  # noqa: E402
 
 

@@ -72,7 +72,8 @@ class Estimator:
         """Restore a saved estimator; parameters that are code (``_unsaved_params``) are given again."""
         missing = [name for name in cls._unsaved_params if name not in code]
         if missing:
-            raise ValueError(f"{cls.__name__}.load needs {', '.join(f'{n}=' for n in missing)} again: code is not saved")
+            needed = ", ".join(f"{name}=" for name in missing)
+            raise ValueError(f"{cls.__name__}.load needs {needed} again: code is not saved")
         blob = torch.load(path, map_location=map_location, weights_only=True)
         if blob.get("class") != cls.__name__:
             raise ValueError(f"{path} holds a {blob.get('class')}, not a {cls.__name__}")
@@ -121,7 +122,7 @@ class MixtureEstimator(Estimator):
         return out.cpu().numpy()
 
     def predict(self, X) -> np.ndarray:
-        """MAP cluster of each sample (seed 002 eq. (15))."""
+        """MAP cluster of each sample ([DPM-SGA] eq. (15))."""
         return self._logits(self._input(X)).argmax(1).cpu().numpy()
 
     def fit_predict(self, X, y=None) -> np.ndarray:

@@ -2,9 +2,9 @@
 
 Embedded:
     digits                  scikit-learn's 1,797 8x8 handwritten digits, pixels scaled to [0, 1]
-    blobs[:n=..,d=..,k=..,seed=..,spread=..]
-                            k isotropic Gaussian clusters in d dimensions, generated here:
-                            centres ~ N(0, spread^2 I), unit within-cluster variance
+    blobs[:n=..,d=..,k=..,seed=..,spread=..,noise=gaussian|laplace]
+                            k clusters in d dimensions, generated here: centres ~ N(0, spread^2 I),
+                            independent unit-variance Gaussian (or Laplace) noise per feature
     digits-bags             a corpus: see ``bnpzoo.corpus`` (also .txt files, and count matrices
                             given with groups)
 Labels come with the embedded sets; for files, from ``labels`` (one integer a line).
@@ -17,7 +17,9 @@ import numpy as np
 
 from bnpzoo.corpus import Corpus, counts_to_corpus, digits_bags, read_corpus, read_integers
 
-BLOBS_DEFAULTS = {"n": 2000, "d": 2, "k": 6, "seed": 0, "spread": 10.0}
+BLOBS_DEFAULTS = {"n": 2000, "d": 2, "k": 6, "seed": 0, "spread": 10.0, "noise": "gaussian"}
+NOISE = {"gaussian": lambda rng, size: rng.normal(size=size),
+         "laplace": lambda rng, size: rng.laplace(scale=2**-0.5, size=size)}  # unit variance
 
 
 @dataclass
@@ -34,18 +36,21 @@ def digits() -> Dataset:
     return Dataset("digits", raw.data.astype(np.float32) / 16.0, raw.target.astype(np.int64))
 
 
-def blobs(n=2000, d=2, k=6, seed=0, spread=10.0) -> Dataset:
-    """n points from k well-separated unit-variance Gaussian clusters (equal weights)."""
+def blobs(n=2000, d=2, k=6, seed=0, spread=10.0, noise="gaussian") -> Dataset:
+    """n points from k clusters with unit-variance ``noise`` (gaussian or laplace), equal weights."""
     for name, value, low in (("n", n, 1), ("d", d, 1), ("k", k, 1)):
         if int(value) != value or value < low:
             raise ValueError(f"blobs: {name} must be an integer >= {low}, got {value}")
     if not spread > 0:
         raise ValueError(f"blobs: spread must be > 0, got {spread}")
+    if noise not in NOISE:
+        raise ValueError(f"blobs: noise must be one of {', '.join(NOISE)}, got {noise!r}")
     rng = np.random.default_rng(int(seed))
     centres = rng.normal(0.0, spread, size=(int(k), int(d)))
     labels = rng.integers(0, int(k), size=int(n))
-    X = centres[labels] + rng.normal(size=(int(n), int(d)))
-    return Dataset(f"blobs:n={n},d={d},k={k},seed={seed}", X.astype(np.float32), labels)
+    X = centres[labels] + NOISE[noise](rng, (int(n), int(d)))
+    name = f"blobs:n={n},d={d},k={k},seed={seed}" + (f",noise={noise}" if noise != "gaussian" else "")
+    return Dataset(name, X.astype(np.float32), labels)
 
 
 def _parse_blobs(spec: str) -> dict:
@@ -55,6 +60,9 @@ def _parse_blobs(spec: str) -> dict:
             key, _, value = item.partition("=")
             if key not in BLOBS_DEFAULTS or not value:
                 raise ValueError(f"blobs option {item!r} is not one of {', '.join(k + '=...' for k in BLOBS_DEFAULTS)}")
+            if key == "noise":
+                options[key] = value
+                continue
             try:
                 options[key] = float(value) if key == "spread" else int(value)
             except ValueError:

@@ -1,4 +1,4 @@
-"""Clustering scores as seeds 002 and 004 define them (section 5.1.2 of seed 002).
+"""Clustering scores as [DPM-SGA] and [PYPM-sVMM] define them (section 5.1.2 of [DPM-SGA]).
 
     ACC = (1/N) sum_n delta(gt_n, map(mo_n))      map: the Hungarian one-to-one label map
     NMI = I(gt, mo) / max(H(gt), H(mo))

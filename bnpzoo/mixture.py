@@ -12,8 +12,8 @@ for the fit. Left unset it is ``default_sigma`` (a shared scale from the data's 
 K-means start) times ``relative_spreads`` (features whose spread exceeds twice the median
 feature's are scaled down to it), and the K-means start runs in those units, x_d / r_d. A shared
 scale would let one feature in large units drown the others: on scikit-learn's raw wine data
-(proline spans 278 to 1680, hue 0.48 to 1.71) a single sigma gave NMI 0.37, the per-feature
-default 0.78 (``benchmarks/reports/pyp_ggm.md``).
+(proline spans 278 to 1680, hue 0.48 to 1.71) one shared scale gave NMI 0.34 (DPGMM) and 0.22
+(PYPGGM), the per-feature default 0.74 and 0.86 (``benchmarks/reports/pyp_ggm.md``).
 
 The step unit of the gradient learners. ``learning_rate`` is in units of K / I for the means (I the
 Fisher information of a component's location per feature: 1 / std^2 for the Gaussian, 2 / std^2
@@ -27,9 +27,9 @@ import time
 import pyro
 import torch
 
-from bnpzoo._validation import Interval, OneOf, Scale, check_array
+from bnpzoo._validation import Interval, OneOf, check_array
 from bnpzoo.base import MixtureEstimator
-from bnpzoo.families import GeneralizedGaussianFamily, TracedFamily
+from bnpzoo.families import TracedFamily
 from bnpzoo.inference.kmeans import kmeans
 from bnpzoo.inference.sticks import sort_by_size
 from bnpzoo.inference.vmm import fit_vmm, prior_terms
@@ -203,12 +203,8 @@ class StickMixture(MixtureEstimator):
             return min(self.batch_size, n)
         return n if self.inference == "vi" else min(n, 1000)
 
-    def _log_prior(self, prior: dict):
-        """The bound's prior terms (``inference.vmm.prior_terms``) as a function of (means, sticks,
-        variances, n_clusters), under the precision that ``prior`` holds when it is called (the
-        SVI session relaxes it after its pruning phase)."""
-        return lambda means, sticks, variances, n_clusters: prior_terms(means, sticks, variances,
-                                                                      n_clusters=n_clusters, **prior)
+    # the bound's prior terms, called by the SVI session with its current prior settings
+    _log_prior = staticmethod(prior_terms)
 
     def _run_session(self, x, max_iter, clock_start):
         batch = self._batch_size(x.shape[0])
@@ -226,14 +222,12 @@ class StickMixture(MixtureEstimator):
             sticks = self._stick_prior()
             order, _ = sort_by_size(counts, **sticks)
             prior = dict(std=std, prior_mean=prior_mean, prior_precision=self.prior_precision, **sticks)
-            session = StochasticSession(
+            self._session = StochasticSession(
                 self.inference, self._program(), self._family(), init_means[order], counts[order],
-                model_kwargs=self._program_kwargs(std, prior_mean), prior=prior, log_prior=None,
+                model_kwargs=self._program_kwargs(std, prior_mean), prior=prior, log_prior=self._log_prior,
                 occam=self._occam, pruning_precision=self._pruning_precision(), pruning_steps=self.max_iter // 2,
                 guide=self.guide, hard=self._hard_assignments(), learning_rate=self.learning_rate,
                 prune_threshold=self.prune_threshold)
-            session.log_prior = self._log_prior(session.prior)
-            self._session = session
             self.scale_ = std
         return self._session.run(x, max_iter=max_iter, batch_size=batch, tol=self.tol, clock_start=clock_start,
                                  verbose=self.verbose)
@@ -336,9 +330,8 @@ class MixtureSVI(StickMixture):
     SCALE_NAMES = ("sigma", "scale")
 
     def __init__(self, *, model=None, inference="svmm", model_kwargs=None, truncation=50, pruning_precision=20.0,
-                 assignment=None,
-                 guide="map", max_iter=500, tol=1e-5, prune_threshold=1e-3, batch_size=None, learning_rate=None,
-                 n_init=3, device=None, dtype="float32", random_state=None, verbose=False):
+                 assignment=None, guide="map", max_iter=500, tol=1e-5, prune_threshold=1e-3, batch_size=None,
+                 learning_rate=None, n_init=3, device=None, dtype="float32", random_state=None, verbose=False):
         self._store(locals())
 
     def _validate_params(self):
@@ -346,7 +339,8 @@ class MixtureSVI(StickMixture):
         if not callable(self.model):
             raise ValueError(f"model must be a Pyro program (a callable), got {self.model!r}")
         if self.model_kwargs is not None and not isinstance(self.model_kwargs, dict):
-            raise ValueError(f"model_kwargs must be a dict of the program's keyword arguments, got {self.model_kwargs!r}")
+            raise ValueError(f"model_kwargs must be a dict of the program's keyword arguments, "
+                             f"got {self.model_kwargs!r}")
 
     # -- what the program declares -------------------------------------------------------------
     def _declared(self, name, fallback):
@@ -381,6 +375,8 @@ class MixtureSVI(StickMixture):
         return self.model
 
     def _program_kwargs(self, std, prior_mean) -> dict:
+        """``model_kwargs`` with the data-driven defaults filled in; kept as ``model_kwargs_``, from
+        which the fitted model's component table is traced."""
         kwargs = dict(self.model_kwargs or {})
         name = self._scale_name()
         if name is not None:
@@ -401,18 +397,14 @@ class MixtureSVI(StickMixture):
     def _pruning_precision(self):
         return self.pruning_precision if self._takes("prior_precision") else None
 
-    def _log_prior(self, prior: dict):
+    def _log_prior(self, means, sticks, variances, **settings):
         """The program's own ln p(mu) + ln p(v) at the point estimates, plus the logit Jacobian of
         the MAP guide (clusters removed by pruning are not counted: the program does not know them)."""
-
-        def score(means, sticks, variances, n_clusters):
-            conditioned = pyro.poutine.condition(self.model, data={"v": sticks, "mu": means})
-            kwargs = dict(self._session.model_kwargs, truncation=means.shape[0])  # the phase's prior
-            trace = pyro.poutine.trace(pyro.poutine.block(conditioned, hide=["z", "x"])).get_trace(means[:1], **kwargs)
-            prior = sum(trace.nodes[name]["fn"].log_prob(trace.nodes[name]["value"]).sum() for name in ("v", "mu"))
-            return prior + (sticks.log() + torch.log1p(-sticks)).sum()
-
-        return score
+        conditioned = pyro.poutine.condition(self.model, data={"v": sticks, "mu": means})
+        kwargs = dict(self._session.model_kwargs, truncation=means.shape[0])  # the phase's prior
+        trace = pyro.poutine.trace(pyro.poutine.block(conditioned, hide=["z", "x"])).get_trace(means[:1], **kwargs)
+        prior = sum(trace.nodes[name]["fn"].log_prob(trace.nodes[name]["value"]).sum() for name in ("v", "mu"))
+        return prior + (sticks.log() + torch.log1p(-sticks)).sum()
 
     def fit(self, X, y=None):
         self._validate_params()

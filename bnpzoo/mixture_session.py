@@ -66,7 +66,8 @@ class StochasticSession:
     after batch. ``model_kwargs`` are the program's hyperparameters (the session sets
     ``truncation`` and, in the pruning phase, ``prior_precision``); ``prior`` holds std, alpha,
     discount, prior_mean and prior_precision for the closed forms and the guides;
-    ``log_prior(means, sticks, variances, n_clusters)`` scores the bound's prior.
+    ``log_prior(means, sticks, variances, n_clusters=, **prior)`` scores the bound's prior
+    (``inference.vmm.prior_terms`` for the zoo's programs).
 
     ``occam``: the MAP assignments and the bound take the expectation under the means' Gaussian
     factors (``inference.mean_factors``), whose variances follow the clusters' counts as last
@@ -81,8 +82,8 @@ class StochasticSession:
         check_closed_form(learner, spec.needs, family)
         self.model, self.family, self.log_prior, self.occam = model, family, log_prior, occam
         self.final_precision = prior["prior_precision"]
-        self.pruning_steps = pruning_steps if pruning_precision is not None and pruning_precision > prior[
-            "prior_precision"] else 0
+        stronger = pruning_precision is not None and pruning_precision > self.final_precision
+        self.pruning_steps = pruning_steps if stronger else 0
         if self.pruning_steps:
             prior = dict(prior, prior_precision=pruning_precision)
             model_kwargs = dict(model_kwargs, prior_precision=pruning_precision)
@@ -175,7 +176,7 @@ class StochasticSession:
         self.eval_counts = torch.bincount(scores.argmax(1), minlength=scores.shape[1]).to(scores.dtype)
         scale = self.data.shape[0] / self.eval_batch.shape[0]
         data_term = torch.logsumexp(scores, 1).sum() * scale
-        bound = data_term + self.log_prior(means, sticks, variances, self.n_clusters)
+        bound = data_term + self.log_prior(means, sticks, variances, n_clusters=self.n_clusters, **self.prior)
         self.counts = torch.softmax(scores, 1).sum(0) * scale  # the factors' counts for the next window
         return bound
 

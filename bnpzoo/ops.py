@@ -18,7 +18,7 @@ def stick_breaking_log_weights(sticks: torch.Tensor) -> torch.Tensor:
     """log pi_k = log v_k + sum_{l<k} log(1 - v_l), with the last stick fixed to 1.
 
     ``sticks`` holds the K - 1 free sticks v_1..v_{K-1} in its last dimension; the result has K
-    entries (seed 002 section 2.1: pi_k = v_k prod_{l<k} (1 - v_l)).
+    entries ([DPM-SGA] section 2.1: pi_k = v_k prod_{l<k} (1 - v_l)).
     """
     v = clamp_probs(sticks)
     zero = v.new_zeros(v.shape[:-1] + (1,))

@@ -1,4 +1,4 @@
-"""K-means in torch on the data's device: the initialiser of seed 002 Algorithm 1, step 3.iv."""
+"""K-means in torch on the data's device: the initialiser of [DPM-SGA] Algorithm 1, step 3.iv."""
 
 import torch
 

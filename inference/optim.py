@@ -1,20 +1,20 @@
 """The seed learners as ``torch.optim.Optimizer`` subclasses, each with a ``PyroOptim`` factory.
 
 Every rule is written as in the seeds, as *ascent* on the variational log-posterior ln q(theta)
-with g its minibatch-averaged gradient (seed 002 eq. (10)). Pyro minimises a loss, so the
+with g its minibatch-averaged gradient ([DPM-SGA] eq. (10)). Pyro minimises a loss, so the
 optimizers read g = -p.grad. The learner (``inference.svi``) scales the model and guide by 1/N,
 which makes -p.grad exactly that average.
 
-    SGA           E[theta] <- E[theta] + eta g                            seed 002 eq. (6), (11), (13)
-    SGAMomentum   gamma <- a gamma + eta g;  E[theta] <- E[theta] + gamma   seed 002 eq. (7)
-    SGAFisher     E[theta] <- E[theta] + eta g / F,                       seed 002 eq. (8), (9), (16)
+    SGA           E[theta] <- E[theta] + eta g                            [DPM-SGA] eq. (6), (11), (13)
+    SGAMomentum   gamma <- a gamma + eta g;  E[theta] <- E[theta] + gamma   [DPM-SGA] eq. (7)
+    SGAFisher     E[theta] <- E[theta] + eta g / F,                       [DPM-SGA] eq. (8), (9), (16)
                   F = (1/M) sum_n (grad ln q_n)^2, per-sample squared gradients (diagonal Fisher)
-    SVMM          p_t = (tau + t)^-kappa                                  seed 004 eq. (11), (13), (14)
+    SVMM          p_t = (tau + t)^-kappa                                  [PYPM-sVMM] eq. (11), (13), (14)
                   W_t = (1 - p_t) W_{t-1} + p_t g_t;  F_t = (1 - p_t) F_{t-1} + p_t g_t^2
                   direction "fisher":   E[theta] + eta W_t / sqrt(F_t)   (sVMM, case 3 of VI.C)
                   direction "momentum": E[theta] + eta W_t               (mgrad, case 2)
                   direction "gradient": E[theta] + eta g_t               (grad, case 1)
-    NaturalGradientSVI  theta <- (1 - p_t) theta + p_t theta_hat          seed 004 eq. (10), Table I
+    NaturalGradientSVI  theta <- (1 - p_t) theta + p_t theta_hat          [PYPM-sVMM] eq. (10), Table I
 
 How the PyroOptim contract is met (STYLE.md, known traps). PyroOptim builds one optimizer per
 parameter and hands it the *unconstrained* tensor with no closure:
@@ -38,7 +38,7 @@ from pyro.optim import PyroOptim
 
 
 def decaying_step(t: int, tau: float, kappa: float) -> float:
-    """p_t = (tau + t)^-kappa (seed 004 section IV.B), t = 1, 2, ..."""
+    """p_t = (tau + t)^-kappa ([PYPM-sVMM] section IV.B), t = 1, 2, ..."""
     return (tau + t) ** -kappa
 
 
@@ -68,7 +68,7 @@ class ElementwiseAscent(torch.optim.Optimizer):
 
 
 class SGA(ElementwiseAscent):
-    """Constant-step gradient ascent, seed 002 eq. (6)."""
+    """Constant-step gradient ascent, [DPM-SGA] eq. (6)."""
 
     def __init__(self, params, lr=0.1):
         super().__init__(params, dict(lr=lr))
@@ -78,7 +78,7 @@ class SGA(ElementwiseAscent):
 
 
 class SGAMomentum(ElementwiseAscent):
-    """Gradient ascent with momentum, seed 002 eq. (7); momentum = 0 is SGA."""
+    """Gradient ascent with momentum, [DPM-SGA] eq. (7); momentum = 0 is SGA."""
 
     def __init__(self, params, lr=0.1, momentum=0.9):
         super().__init__(params, dict(lr=lr, momentum=momentum))
@@ -100,7 +100,7 @@ class FisherBoard(dict):
 
 
 class SGAFisher(ElementwiseAscent):
-    """Gradient ascent preconditioned by the per-sample Fisher, seed 002 eq. (8), (9), (16).
+    """Gradient ascent preconditioned by the per-sample Fisher, [DPM-SGA] eq. (8), (9), (16).
 
     ``fisher`` is a callable returning F for this parameter (broadcastable to it), the mean over
     the minibatch of squared per-sample gradients; ``eps`` keeps the step finite where F = 0.
@@ -116,7 +116,7 @@ class SGAFisher(ElementwiseAscent):
 
 
 class SVMM(ElementwiseAscent):
-    """Stochastic VMM, seed 004 eq. (11), (13), (14), and its ablations (section VI.C)."""
+    """Stochastic VMM, [PYPM-sVMM] eq. (11), (13), (14), and its ablations (section VI.C)."""
 
     DIRECTIONS = ("fisher", "momentum", "gradient")
 
@@ -146,7 +146,7 @@ class SVMM(ElementwiseAscent):
 
 class NaturalGradientSVI(ElementwiseAscent):
     """theta <- theta + p_t g; under the surrogate loss (module docstring) g = theta_hat - theta,
-    so this is theta <- (1 - p_t) theta + p_t theta_hat, seed 004 eq. (10)."""
+    so this is theta <- (1 - p_t) theta + p_t theta_hat, [PYPM-sVMM] eq. (10)."""
 
     def __init__(self, params, tau=1.0, kappa=0.5):
         super().__init__(params, dict(tau=tau, kappa=kappa))

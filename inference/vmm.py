@@ -71,10 +71,10 @@ def update_means(x, resp, prior_mean, prior_precision):
     return (resp.T @ x + prior_precision * prior_mean) / (counts[:, None] + prior_precision)
 
 
-def assignment_scores(x, means, sticks, std, penalty=0.0, rho=2.0):
-    """ln pi_k + ln f(x_n | mu_k) - penalty_k, (N, K): the argument of eq. (15) ([PYPM-sVMM]
-    eq. (20)), with ``penalty`` the Occam term that makes it the expectation under q(mu_k)."""
-    return stick_breaking_log_weights(sticks) + generalized_gaussian_log_density(x, means, std, rho) - penalty
+def assignment_scores(x, means, sticks, std, penalty=0.0):
+    """ln pi_k + ln N(x_n | mu_k, diag(std^2)) - penalty_k, (N, K): the argument of eq. (15), with
+    ``penalty`` the Occam term that makes it the expectation under q(mu_k)."""
+    return stick_breaking_log_weights(sticks) + generalized_gaussian_log_density(x, means, std) - penalty
 
 
 def assign(scores: torch.Tensor, hard: bool) -> torch.Tensor:

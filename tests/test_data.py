@@ -16,6 +16,16 @@ def test_blobs_options_and_reproducibility():
     assert a.X.shape == (500, 3) and np.array_equal(a.X, b.X) and a.labels.max() < 4
     with pytest.raises(ValueError, match="blobs option"):
         data.load("blobs:size=3")
+    with pytest.raises(ValueError, match="noise"):
+        data.load("blobs:noise=cauchy")
+
+
+def test_laplace_blobs_have_unit_variance_and_the_laplace_tails():
+    ds = data.load("blobs:n=40000,d=2,k=1,spread=1,noise=laplace")
+    x = ds.X - ds.X.mean(0)
+    assert np.allclose(x.var(0), 1.0, rtol=0.05)
+    assert np.allclose((x**4).mean(0) / x.var(0) ** 2, 6.0, rtol=0.1)  # the Laplace's kurtosis
+    assert ds.name.endswith("noise=laplace")
 
 
 def test_csv_with_header_and_labels(tmp_path):

@@ -15,8 +15,8 @@
 #
 # Every learner here is a `torch.optim.Optimizer` plugged into Pyro through `PyroOptim`
 # (`bnpzoo.inference.optim`), stepping the same Pyro program (`bnpzoo.models.dp_gmm`) on
-# minibatches: constant-step SGA, momentum and Fisher-scaled SGA (seed 002), sVMM and its two
-# ablations (seed 004), and conjugate natural-gradient SVI (seed 004's "SVI: DPM" baseline).
+# minibatches: constant-step SGA, momentum and Fisher-scaled SGA ([DPM-SGA]), sVMM and its two
+# ablations ([PYPM-sVMM]), and conjugate natural-gradient SVI ([PYPM-sVMM]'s "SVI: DPM" baseline).
 # Each evaluates the same bound on a fixed minibatch every 10 steps, and prunes dead clusters.
 
 # %%
@@ -46,7 +46,7 @@ for name in learners:
 
 # %% [markdown]
 # ## The bound against wall time
-# `elbo_trace_` holds the bound (seed 004 eq. (22)-(23), assignments summed out, scaled to N) at
+# `elbo_trace_` holds the bound ([PYPM-sVMM] eq. (22)-(23), assignments summed out, scaled to N) at
 # each evaluation and `elbo_seconds_` when it was taken.
 
 # %%
