@@ -32,6 +32,18 @@ fraction lambda0 / (N_k + lambda0). With ``pruning_precision`` above ``prior_pre
 iterations run to convergence under the stronger prior first, then continue under the model's
 own: the clusters pruned in the first phase stay pruned, and the means end at the model's MAP.
 The objective changes at the switch (it is monotone within each phase).
+
+Split moves (``split_moves=True``, the last phase only). The steps above move one sample at a
+time and only ever empty clusters: a cost or a gain that belongs to a whole cluster (its stick's
+prior, the Occam term) never decides anything, and no cluster is ever opened. A split move divides
+one cluster's members in two by 2-means (in units of the component scale), appends the new
+cluster, and keeps the result only if the objective rises; clusters are proposed in turn, and the
+phase ends when the assignments stand still and a whole round of proposals was refused. On data
+drawn from a Pitman-Yor mixture (d = 0.5) splits recover more of the tail of small clusters (about
+55 clusters under 1% of the points instead of 12, of 105 to 145); whether the fit's own discount
+is 0 or 0.5 changes that count by -1 to +5 over five draws, no consistent direction. Off by
+default: on small data with the default scale (iris, breast cancer) the accepted splits lowered
+NMI (iris 0.72 to 0.56).
 """
 
 from dataclasses import dataclass, field
@@ -39,6 +51,7 @@ from dataclasses import dataclass, field
 import torch
 from tqdm.auto import tqdm
 
+from bnpzoo.inference.kmeans import kmeans
 from bnpzoo.inference.mean_factors import mean_variances, means_kl, occam_penalty
 from bnpzoo.inference.sticks import reorder_and_prune, stick_log_prior, update_sticks
 from bnpzoo.ops import generalized_gaussian_log_density, stick_breaking_log_weights
@@ -96,6 +109,20 @@ def objective(scores, resp, hard) -> torch.Tensor:
     return (scores * resp).sum() if hard else torch.logsumexp(scores, 1).sum()
 
 
+def split_cluster(x, resp, cluster, std, seed):
+    """``resp`` with cluster ``cluster``'s members divided in two by 2-means in units of ``std``,
+    the second half as a new last column; None when the cluster has fewer than 4 members."""
+    members = resp[:, cluster] > 0.5
+    if int(members.sum()) < 4:
+        return None
+    _, halves = kmeans(x[members] / std, 2, n_init=1, seed=seed)
+    moved = torch.zeros_like(resp[:, 0])
+    moved[members.nonzero()[:, 0][halves == 1]] = 1.0
+    proposal = resp.clone()
+    proposal[:, cluster] -= moved
+    return torch.cat([proposal, moved[:, None]], 1)
+
+
 def fit_vmm(
     x: torch.Tensor,
     init_means: torch.Tensor,
@@ -111,6 +138,7 @@ def fit_vmm(
     max_iter: int = 100,
     tol: float = 1e-6,
     prune_threshold: float = 1e-3,
+    split_moves: bool = False,
     guard: bool = True,
     verbose: bool = False,
 ) -> StickMixtureFit:
@@ -119,7 +147,8 @@ def fit_vmm(
     Initialisation as in step 3.iv: E[z] = the K-means labels, then E[mu] and E[v]. Each prior
     phase (the module docstring) stops when the assignments no longer change (hard), when the
     relative change of the objective falls below ``tol``, or after ``max_iter`` iterations.
-    ``guard=False`` reorganises unconditionally, as [PYPM-sVMM] V.D does (for comparison).
+    ``guard=False`` reorganises unconditionally, as [PYPM-sVMM] V.D does (for comparison);
+    ``split_moves`` (hard assignments) proposes splits in the last phase (the module docstring).
     """
     std = torch.as_tensor(std, dtype=x.dtype, device=x.device).expand(x.shape[1])
     information = 1 / std**2  # Gaussian components
@@ -129,17 +158,18 @@ def fit_vmm(
     resp = torch.nn.functional.one_hot(init_labels, init_means.shape[0]).to(x.dtype)
     fit = StickMixtureFit(means=init_means, sticks=init_means.new_empty(0))
     bar = tqdm(total=max_iter * len(phases), disable=not verbose, desc="vmm", unit="it")
-    for precision in phases:
+    for phase, precision in enumerate(phases):
         fit.phase_starts.append(len(fit.objective_trace))
+        splits = split_moves and hard and phase == len(phases) - 1
         resp, fit.converged = _phase(x, resp, fit, information, bar, std=std, alpha=alpha, discount=discount,
                                      prior_mean=prior_mean, prior_precision=precision, n_clusters=init_means.shape[0],
                                      hard=hard, max_iter=max_iter, tol=tol, prune_threshold=prune_threshold,
-                                     guard=guard)
+                                     guard=guard, splits=splits)
     bar.close()
     return fit
 
 
-def _phase(x, resp, fit, information, bar, *, hard, max_iter, tol, prune_threshold, guard, **prior):
+def _phase(x, resp, fit, information, bar, *, hard, max_iter, tol, prune_threshold, guard, splits, **prior):
     """Iterate steps 1-4 under one prior until convergence; returns (resp, converged)."""
 
     def maximise(resp):  # steps 3-4, and the objective they reach
@@ -151,7 +181,7 @@ def _phase(x, resp, fit, information, bar, *, hard, max_iter, tol, prune_thresho
         value = objective(scores, resp, hard) + prior_terms(means, sticks, variances, **prior)
         return means, sticks, scores, value.item()
 
-    trace = []
+    trace, refused = [], 0
     for it in range(max_iter + 1):
         # step 2: reorder by size, prune dead clusters; kept only where it does not lower the objective
         keep = reorder_and_prune(resp.sum(0), prior["alpha"], prune_threshold, prior["discount"])
@@ -161,6 +191,15 @@ def _phase(x, resp, fit, information, bar, *, hard, max_iter, tol, prune_thresho
             fit.means, fit.sticks, scores, value = maximise(resp)
         else:
             resp = resp[:, keep]
+        if splits and resp.shape[1] < prior["n_clusters"]:  # a split move, kept if the objective rises
+            proposal = split_cluster(x, resp, it % resp.shape[1], prior["std"], seed=it)
+            if proposal is not None:
+                proposal = proposal[:, reorder_and_prune(proposal.sum(0), prior["alpha"], prune_threshold,
+                                                         prior["discount"])]
+                step = maximise(proposal)
+                if step[3] > value:
+                    (fit.means, fit.sticks, scores, value), resp = step, proposal
+            refused = 0 if proposal is not None and resp is proposal else refused + 1
         trace.append(value)
         fit.objective_trace.append(value)
         if it == max_iter:
@@ -172,6 +211,8 @@ def _phase(x, resp, fit, information, bar, *, hard, max_iter, tol, prune_thresho
         bar.set_postfix(k=resp.shape[1], objective=f"{value:.4g}")
         unchanged = hard and torch.equal(new_resp, resp)
         small = len(trace) > 1 and abs(value - trace[-2]) <= tol * abs(trace[-2])
+        # settled: a whole round of split proposals refused, or no room left for another cluster
+        settled = not splits or refused >= resp.shape[1] or resp.shape[1] >= prior["n_clusters"]
         resp = new_resp
-        if unchanged or small:
+        if (unchanged or small) and settled:
             return resp, True

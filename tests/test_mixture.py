@@ -92,8 +92,11 @@ def test_a_learner_refuses_a_family_without_its_closed_form(model_draw, inferenc
 @pytest.mark.parametrize("params, name", [({"discount": 1.0}, "discount"), ({"discount": -0.1}, "discount"),
                                           ({"alpha": -0.5, "discount": 0.2}, "alpha"), ({"rho": 0.5}, "rho"),
                                           ({"likelihood": "cauchy"}, "likelihood"), ({"scale": [1.0, -1.0]}, "scale"),
-                                          ({"scale": [1.0, 2.0, 3.0]}, "scale"), ({"pruning_precision": -1.0},
-                                                                                    "pruning_precision")])
+                                          ({"scale": [1.0, 2.0, 3.0]}, "scale"),
+                                          ({"pruning_precision": -1.0}, "pruning_precision"),
+                                          ({"split_moves": True}, "split_moves"),
+                                          ({"split_moves": True, "inference": "vmm", "likelihood": "gaussian",
+                                            "assignment": "soft"}, "split_moves")])
 def test_bad_pypggm_arguments_are_named(model_draw, params, name):
     with pytest.raises(ValueError, match=name):
         PYPGGM(**params).fit(model_draw[0])

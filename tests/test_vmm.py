@@ -57,6 +57,29 @@ def test_without_the_guard_the_papers_reorganisation_lowers_the_objective():
     assert min(drops) < -1.0
 
 
+def test_split_moves_open_clusters_and_keep_the_objective_monotone():
+    """On data whose true clusters K-means at K = 4 cannot separate, splits open the missing ones."""
+    rng = np.random.default_rng(0)
+    centres = rng.normal(0.0, 6.0, size=(10, 3))
+    z = rng.integers(0, 10, 2000)
+    x = torch.as_tensor(centres[z] + rng.normal(size=(2000, 3)))
+    init, labels = kmeans(x, 4, seed=0)
+    common = dict(std=torch.ones(3, dtype=x.dtype), prior_mean=x.mean(0), pruning_precision=None, max_iter=300, tol=0.0)
+    plain = fit_vmm(x, init, labels, **common)
+    wide = torch.cat([init, init.new_zeros(6, 3)])  # room for 10 clusters: truncation 10
+    split = fit_vmm(x, wide, labels, split_moves=True, **common)
+    assert plain.means.shape[0] == 4 and split.means.shape[0] == 10 and split.converged
+    nearest_true = ((x.numpy()[:, None] - centres[None]) ** 2).sum(-1).argmin(1)  # the best any fit can do
+    assert nmi(z, vmm_predict(x, split)) > nmi(z, nearest_true) - 0.02
+    _monotone(split)
+
+
+def vmm_predict(x, fit):
+    from bnpzoo.inference.vmm import assignment_scores
+
+    return assignment_scores(x, fit.means, fit.sticks, 1.0).argmax(1).numpy()
+
+
 def test_pruning_keeps_clusters_sorted_by_size_and_drops_empty_ones():
     counts = torch.tensor([3.0, 0.0, 10.0, 1.0, 0.0])
     keep = reorder_and_prune(counts, 1.0, 1e-3)
