@@ -18,8 +18,8 @@ One step (the loop of ``pyro.infer.SVI.step``, written out so that nothing syncs
 
 Every ``window`` steps ``evaluate()`` scores the bound on a fixed evaluation minibatch
 ([PYPM-sVMM] eq. (22)-(23)), then ``reorganise()`` may reorder and prune clusters ([PYPM-sVMM]
-V.D). The run has
-converged when the bound's relative change between two evaluations is at most ``tol``.
+V.D). The run has converged when the bound's relative change between two evaluations is at most
+``tol``.
 """
 
 import time

@@ -151,3 +151,24 @@ def test_carry_state_keeps_the_rows_of_kept_clusters():
     state = pyro_optim.optim_objs[new].state[new]
     assert torch.equal(state["mean_gradient"], before[[2, 0]]) and state["t"] == 1
     assert old not in pyro_optim.optim_objs
+
+
+@pytest.mark.parametrize("make", [lambda p, lr: optim.SGA(p, lr=lr), lambda p, lr: optim.SGAMomentum(p, lr=lr),
+                                  lambda p, lr: optim.SVMM(p, lr=lr, direction="fisher"),
+                                  lambda p, lr: optim.SVMM(p, lr=lr, direction="momentum")])
+def test_a_step_per_feature_equals_separate_steps_per_feature(make):
+    """A tensor lr (one step per feature, features in different units) acts coordinate-wise."""
+    lr = torch.tensor([0.5, 0.05])
+    together = torch.zeros(2, requires_grad=True)
+    apart = [torch.zeros(1, requires_grad=True) for _ in range(2)]
+    opt_together = make([together], lr)
+    opt_apart = [make([p], float(rate)) for p, rate in zip(apart, lr)]
+    target = torch.tensor([3.0, -1.0])
+    runs = [(opt_together, together, target)]
+    runs += [(opt, p, target[i : i + 1]) for i, (opt, p) in enumerate(zip(opt_apart, apart))]
+    for _ in range(20):
+        for opt, params, goal in runs:
+            opt.zero_grad()
+            (0.5 * (params - goal) ** 2).sum().backward()
+            opt.step()
+    assert torch.allclose(together.detach(), torch.cat([p.detach() for p in apart]))
