@@ -20,6 +20,20 @@ FORMAT_VERSION = 1
 PREDICT_ROWS = 16384  # rows per block in predict_proba: the block's table stays in cache
 
 
+def _to_cpu(value):
+    """A fitted value as ``torch.load(weights_only=True)`` reads it: tensors on the CPU, numpy
+    arrays as tagged tensors (``_from_saved`` turns them back)."""
+    if isinstance(value, np.ndarray):
+        return {"ndarray": torch.from_numpy(np.ascontiguousarray(value))}
+    return value.detach().cpu() if isinstance(value, torch.Tensor) else value
+
+
+def _from_saved(value):
+    if isinstance(value, dict) and set(value) == {"ndarray"}:
+        return value["ndarray"].numpy()
+    return value
+
+
 class Estimator:
     _parameter_constraints: dict = {}
     _fitted_attributes: tuple = ()
@@ -54,36 +68,6 @@ class Estimator:
         if not hasattr(self, "n_clusters_"):
             raise ValueError(f"this {type(self).__name__} is not fitted yet: call fit(X) first")
 
-    # -- persistence -----------------------------------------------------------------------
-    _unsaved_params: tuple = ()  # parameters that are code (a Pyro program): ``load`` takes them again
-
-    def save(self, path) -> None:
-        """Write parameters and fitted state; ``load`` restores predictions exactly."""
-        self._check_fitted()
-        state = {}
-        for name in self._fitted_attributes:
-            value = getattr(self, name)
-            state[name] = value.detach().cpu() if isinstance(value, torch.Tensor) else value
-        params = {k: v for k, v in self.get_params().items() if k not in self._unsaved_params}
-        torch.save({"format": FORMAT_VERSION, "class": type(self).__name__, "params": params, "state": state}, path)
-
-    @classmethod
-    def load(cls, path, *, map_location=None, **code):
-        """Restore a saved estimator; parameters that are code (``_unsaved_params``) are given again."""
-        missing = [name for name in cls._unsaved_params if name not in code]
-        if missing:
-            needed = ", ".join(f"{name}=" for name in missing)
-            raise ValueError(f"{cls.__name__}.load needs {needed} again: code is not saved")
-        blob = torch.load(path, map_location=map_location, weights_only=True)
-        if blob.get("class") != cls.__name__:
-            raise ValueError(f"{path} holds a {blob.get('class')}, not a {cls.__name__}")
-        est = cls(**blob["params"], **code)
-        for name, value in blob["state"].items():
-            setattr(est, name, value)
-        return est
-
-
-class MixtureEstimator(Estimator):
     # -- data ------------------------------------------------------------------------------
     @property
     def _dtype(self):
@@ -100,6 +84,36 @@ class MixtureEstimator(Estimator):
             raise ValueError(f"device {self.device!r} was asked for but CUDA is not available here")
         return device
 
+    # -- persistence -----------------------------------------------------------------------
+    _unsaved_params: tuple = ()  # parameters that are code (a Pyro program): ``load`` takes them again
+
+    def save(self, path) -> None:
+        """Write parameters and fitted state; ``load`` restores predictions exactly."""
+        self._check_fitted()
+        state = {}
+        for name in self._fitted_attributes:
+            value = getattr(self, name)
+            state[name] = ({k: _to_cpu(v) for k, v in value.items()} if isinstance(value, dict) else _to_cpu(value))
+        params = {k: v for k, v in self.get_params().items() if k not in self._unsaved_params}
+        torch.save({"format": FORMAT_VERSION, "class": type(self).__name__, "params": params, "state": state}, path)
+
+    @classmethod
+    def load(cls, path, *, map_location=None, **code):
+        """Restore a saved estimator; parameters that are code (``_unsaved_params``) are given again."""
+        missing = [name for name in cls._unsaved_params if name not in code]
+        if missing:
+            needed = ", ".join(f"{name}=" for name in missing)
+            raise ValueError(f"{cls.__name__}.load needs {needed} again: code is not saved")
+        blob = torch.load(path, map_location=map_location, weights_only=True)
+        if blob.get("class") != cls.__name__:
+            raise ValueError(f"{path} holds a {blob.get('class')}, not a {cls.__name__}")
+        est = cls(**blob["params"], **code)
+        for name, value in blob["state"].items():
+            setattr(est, name, _from_saved(value))
+        return est
+
+
+class MixtureEstimator(Estimator):
     def _input(self, X) -> torch.Tensor:
         self._check_fitted()
         return check_array(X, dtype=self.means_.dtype, device=self.means_.device, n_features=self.n_features_in_)

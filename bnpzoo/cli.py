@@ -69,16 +69,20 @@ def _model_options(model: str, argv: list) -> dict:
     return {k: v for k, v in vars(parser.parse_args(argv)).items() if v is not None}
 
 
-def _load(args, grouped: bool):
-    """The data (checked in full, corpora included) and the held-out corpus, if any."""
-    dataset = datasets.load(args.data, labels=args.labels, groups=args.groups)
+def _load(args, model: str | None):
+    """The data (checked in full, corpora included) and the held-out corpus, if any. ``model``
+    None: the numeric data of ``bnpzoo compare``."""
+    entry = MODELS[model] if model else None
+    grouped = entry is not None and entry.grouped
+    dataset = datasets.load(args.data, labels=args.labels, groups=args.groups, corpus=grouped)
     held_out = read_corpus(args.test_data) if args.test_data else None
     if grouped != isinstance(dataset, Corpus):
         raise UsageError(f"{dataset.name} is a corpus, for the grouped topic model coupled-dp" if not grouped
                          else f"coupled-dp fits a grouped corpus (.txt with --groups, a count matrix with --groups, "
                               f"or digits-bags), not {dataset.name}")
-    if grouped and dataset.groups is None:
-        raise UsageError(f"coupled-dp needs groups for {dataset.name}: give --groups, one integer per document")
+    if (grouped or (entry is not None and entry.needs_groups)) and dataset.groups is None:
+        raise UsageError(f"{model} needs groups for {dataset.name}: give --groups, one integer per "
+                         f"{'document' if grouped else 'row'}")
     if not grouped and held_out is not None:
         raise UsageError("--test-data (a held-out corpus) applies to the topic model coupled-dp")
     return dataset, held_out
@@ -113,9 +117,11 @@ def run_grouped(model: str, inference: str, corpus, held_out, args, options: dic
 
 def run_one(model: str, inference: str, dataset, args, options: dict) -> dict:
     """Fit and score one model x learner; returns the JSON record of DESIGN.md."""
-    est = _estimator(model, inference, args, options).fit(dataset.X)
-    pred = est.predict(dataset.X)
+    groups = (dataset.groups,) if MODELS[model].needs_groups else ()
+    est = _estimator(model, inference, args, options).fit(dataset.X, *groups)
+    pred = est.predict(dataset.X, *groups)
     labels = dataset.labels
+    extra = {"saliency": [round(float(s), 4) for s in est.saliency_]} if hasattr(est, "saliency_") else {}
     return {
         "model": model, "inference": inference, "data": dataset.name,
         "n": int(dataset.X.shape[0]), "d": int(dataset.X.shape[1]), "truncation": est.truncation,
@@ -123,7 +129,7 @@ def run_one(model: str, inference: str, dataset, args, options: dict) -> dict:
         "nmi": None if labels is None else round(nmi(labels, pred), 4),
         "acc": None if labels is None else round(acc(labels, pred), 4),
         "perplexity": None, "seconds": round(est.fit_seconds_, 4), "iterations": est.n_iter_,
-        "elbo": est.elbo_trace_[-1], "device": str(est.means_.device),
+        "elbo": est.elbo_trace_[-1], "device": args.device or "cpu", **extra,
         "_estimator": est,
     }
 
@@ -142,9 +148,8 @@ def _table(records: list) -> str:
 
 def cmd_fit(args, extra) -> None:
     options = _model_options(args.model, extra)
-    grouped = MODELS[args.model].grouped
-    dataset, held_out = _load(args, grouped)
-    record = (run_grouped(args.model, args.inference, dataset, held_out, args, options) if grouped
+    dataset, held_out = _load(args, args.model)
+    record = (run_grouped(args.model, args.inference, dataset, held_out, args, options) if MODELS[args.model].grouped
               else run_one(args.model, args.inference, dataset, args, options))
     if args.json:
         print(json.dumps(_public(record)))
@@ -155,8 +160,10 @@ def cmd_fit(args, extra) -> None:
 def cmd_compare(args, extra) -> None:
     if extra:
         raise UsageError(f"bnpzoo compare: unrecognized arguments: {' '.join(extra)}")
-    dataset, _ = _load(args, grouped=False)
-    records = [run_one(model, learner, dataset, args, {}) for model, entry in MODELS.items() if not entry.grouped
+    dataset, _ = _load(args, None)
+    # hdp-gd rows where the data has groups (its proportions are checked by the fit)
+    records = [run_one(model, learner, dataset, args, {}) for model, entry in MODELS.items()
+               if not entry.grouped and (dataset.groups is not None or not entry.needs_groups)
                for learner in (entry.compared or entry.learners)]
     print(f"bnpzoo compare on {dataset.name}: n={dataset.X.shape[0]}, d={dataset.X.shape[1]}")
     print(_table(records))

@@ -7,7 +7,13 @@ Embedded:
                             independent unit-variance Gaussian (or Laplace) noise per feature
     digits-bags             a corpus: see ``bnpzoo.corpus`` (also .txt files, and count matrices
                             given with groups)
-Labels come with the embedded sets; for files, from ``labels`` (one integer a line).
+    digits-proportions[:noise=20]
+                            each digit's 64 pixel intensities as proportions (``ops.normalise_histograms``,
+                            floor 0.05), in 5 groups of consecutive rows; noise=m appends m irrelevant
+                            parts drawn from one common Dirichlet
+    hdp-gd[:n=..,seed=..]   grouped proportions drawn from ``models.hdp_gd`` (``hdp_gd_sample``)
+Labels come with the embedded sets; for files, from ``labels`` (one integer a line). The grouped
+proportion sets carry ``groups`` too; for files, ``groups`` gives them.
 """
 
 from dataclasses import dataclass
@@ -27,6 +33,7 @@ class Dataset:
     name: str
     X: np.ndarray
     labels: np.ndarray | None = None
+    groups: np.ndarray | None = None
 
 
 def digits() -> Dataset:
@@ -53,20 +60,69 @@ def blobs(n=2000, d=2, k=6, seed=0, spread=10.0, noise="gaussian") -> Dataset:
     return Dataset(name, X.astype(np.float32), labels)
 
 
-def _parse_blobs(spec: str) -> dict:
-    options = dict(BLOBS_DEFAULTS)
+def digits_proportions(noise: int = 0, n_groups: int = 5, floor: float = 0.05, seed: int = 0) -> Dataset:
+    """digits as proportion vectors in ``n_groups`` groups of consecutive rows (scikit-learn's
+    digits come in writer order, so the groups differ in handwriting). With ``noise`` = m > 0 the
+    64 pixel parts take half the mass and m irrelevant parts the other half, drawn for every row
+    from one Dirichlet(1, ..., 1) of m + 1 parts (the last joins the remainder)."""
+    import torch
+
+    from bnpzoo.ops import normalise_histograms
+
+    base = digits()
+    y = normalise_histograms(torch.from_numpy(base.X.astype(np.float64)), floor).numpy()[:, :-1]
+    if noise:
+        extra = np.random.default_rng(seed).dirichlet(np.ones(int(noise) + 1), size=y.shape[0])[:, :-1]
+        y = np.concatenate([0.5 * y, 0.5 * extra], 1)
+    groups = np.arange(y.shape[0]) * n_groups // y.shape[0]
+    return Dataset("digits-proportions" + (f":noise={noise}" if noise else ""), y, base.labels, groups)
+
+
+def hdp_gd_sample(n: int = 2000, seed: int = 0, *, relevant: int = 16, irrelevant: int = 8,
+                  group_atoms=((0, 1, 2, 3), (0, 1, 4), (0, 2, 5, 6), (1, 3, 5, 6)), prior=(2.0, 0.1)) -> Dataset:
+    """Proportions drawn from ``models.hdp_gd``: one group per entry of ``group_atoms`` (the global
+    atoms it uses, shared unevenly), equal weights within a group, features 1..``relevant``
+    relevant (saliency 1) and the rest irrelevant (saliency 0); the Beta parameters from the Gamma
+    ``prior`` (shape, rate). Labels are the global atoms; X the compositions (float64): the D
+    proportions and, as a last column, the rest 1 - sum Y, which is often too small to recover
+    from the sum."""
+    import pyro
+    import torch
+
+    from bnpzoo.models.hdp_gd import model
+    from bnpzoo.ops import inverse_geometric_transform
+
+    n_groups, t = len(group_atoms), max(len(a) for a in group_atoms)
+    atoms = 1 + max(max(a) for a in group_atoms)
+    w = torch.tensor([list(a) + [a[0]] * (t - len(a)) for a in group_atoms])
+    # equal weights over each group's own atoms: pi'_t = 1 / (size - t), then nothing
+    pi = torch.tensor([[1.0 / (len(a) - s) if s < len(a) - 1 else 1.0 for s in range(t - 1)] for a in group_atoms])
+    saliency = torch.cat([torch.ones(relevant), torch.zeros(irrelevant)])
+    groups = torch.arange(n) * n_groups // n
+    pyro.set_rng_seed(seed)
+    conditioned = pyro.poutine.condition(model, data={"w": w, "pi": pi.clamp(max=1 - 1e-7), "saliency": saliency})
+    trace = pyro.poutine.trace(conditioned).get_trace(
+        None, groups, n_groups=n_groups, truncation=atoms, group_truncation=t, parameter_prior=prior,
+        dim=relevant + irrelevant)
+    x = trace.nodes["x"]["value"].double().clamp(1e-12, 1 - 1e-12)
+    labels = w[groups, trace.nodes["z"]["value"]]
+    y, rest = inverse_geometric_transform(x)
+    return Dataset(f"hdp-gd:n={n},seed={seed}", torch.cat([y, rest[:, None]], 1).numpy(), labels.numpy(),
+                   groups.numpy())
+
+
+def _parse_options(spec: str, defaults: dict, what: str) -> dict:
+    """``name:key=value,...`` into the keyword arguments ``defaults`` lists, typed like them."""
+    options = dict(defaults)
     if ":" in spec:
         for item in spec.split(":", 1)[1].split(","):
             key, _, value = item.partition("=")
-            if key not in BLOBS_DEFAULTS or not value:
-                raise ValueError(f"blobs option {item!r} is not one of {', '.join(k + '=...' for k in BLOBS_DEFAULTS)}")
-            if key == "noise":
-                options[key] = value
-                continue
+            if key not in defaults or not value:
+                raise ValueError(f"{what} option {item!r} is not one of {', '.join(k + '=...' for k in defaults)}")
             try:
-                options[key] = float(value) if key == "spread" else int(value)
+                options[key] = type(defaults[key])(value)
             except ValueError:
-                raise ValueError(f"blobs option {key} must be a number, got {value!r}") from None
+                raise ValueError(f"{what} option {key} must be a number, got {value!r}") from None
     return options
 
 
@@ -113,11 +169,12 @@ def _read_csv(path: Path) -> np.ndarray:
     return np.array(rows)
 
 
-def load(spec: str, labels=None, groups=None) -> Dataset | Corpus:
-    """An embedded data set by name (``digits``, ``blobs[:...]``) or a .csv / .npy path; or a
+def load(spec: str, labels=None, groups=None, *, corpus: bool | None = None) -> Dataset | Corpus:
+    """An embedded data set by name (``digits``, ``blobs[:...]``, ...) or a .csv / .npy path; or a
     corpus (``bnpzoo.corpus``): ``digits-bags``, a .txt path, or a .csv / .npy count matrix given
-    with ``groups``."""
-    if spec == "digits-bags" or spec.endswith(".txt") or (groups is not None and spec.endswith((".csv", ".npy"))):
+    with ``groups``. ``corpus`` says which a .csv / .npy file with groups is (None: a corpus)."""
+    counts = groups is not None and spec.endswith((".csv", ".npy")) and corpus is not False
+    if spec == "digits-bags" or spec.endswith(".txt") or counts:
         corpus = _load_corpus(spec)
         n = len(corpus.docs)
         if groups is not None:
@@ -128,14 +185,20 @@ def load(spec: str, labels=None, groups=None) -> Dataset | Corpus:
     if spec == "digits":
         data = digits()
     elif spec == "blobs" or spec.startswith("blobs:"):
-        data = blobs(**_parse_blobs(spec))
+        data = blobs(**_parse_options(spec, BLOBS_DEFAULTS, "blobs"))
+    elif spec == "digits-proportions" or spec.startswith("digits-proportions:"):
+        data = digits_proportions(**_parse_options(spec, {"noise": 0, "seed": 0}, "digits-proportions"))
+    elif spec == "hdp-gd" or spec.startswith("hdp-gd:"):
+        data = hdp_gd_sample(**_parse_options(spec, {"n": 2000, "seed": 0}, "hdp-gd"))
     elif spec.endswith((".csv", ".npy")):
         data = Dataset(Path(spec).name, load_file(spec))
     else:
         raise ValueError(f"unknown data {spec!r}: use digits, blobs[:n=..,d=..,k=..,seed=..], digits-bags, "
-                         "or a .csv/.npy/.txt path")
+                         "digits-proportions[:noise=..], hdp-gd[:n=..,seed=..], or a .csv/.npy/.txt path")
     if labels is not None:
         data.labels = read_labels(labels, data.X.shape[0])
+    if groups is not None:
+        data.groups = read_integers(groups, data.X.shape[0], what="groups", of="rows", minimum=0)
     return data
 
 

@@ -43,9 +43,9 @@ def stick_parameters(n_sticks: int, alpha, discount=0.0, *, like: torch.Tensor) 
 
 def conjugate_sticks(counts: torch.Tensor, alpha, discount=0.0) -> tuple[torch.Tensor, torch.Tensor]:
     """(c1, c0) of q(v_k) = Beta(a_k + N_k, b_k + N_{>k}), the sticks' conjugate posterior given
-    the K clusters' counts N_k in stick order (K - 1 free sticks)."""
-    a, b = stick_parameters(counts.shape[0] - 1, alpha, discount, like=counts)
-    return a + counts[:-1], b + tail_sums(counts)[:-1]
+    the K clusters' counts N_k in stick order (K - 1 free sticks; the last dimension, batched)."""
+    a, b = stick_parameters(counts.shape[-1] - 1, alpha, discount, like=counts)
+    return a + counts[..., :-1], b + tail_sums(counts)[..., :-1]
 
 
 def squared_distances(x: torch.Tensor, means: torch.Tensor) -> torch.Tensor:
@@ -162,3 +162,50 @@ def relative_spreads(x: torch.Tensor, *, cap: float = 2.0, max_rows: int = 20000
     if positive.numel() == 0:
         return torch.ones_like(sd)
     return (sd / (cap * positive.median())).clamp_min(1.0)
+
+
+def remaining_mass(y: torch.Tensor, remainder: torch.Tensor | None = None) -> torch.Tensor:
+    """1 - sum_{f<l} Y_f for every l, in float64, from the tail: remainder + sum_{f>=l} Y_f with
+    remainder = 1 - sum_l Y_l (computed once in float64 unless given)."""
+    wide = y.to(torch.float64)
+    rest = 1 - wide.sum(-1) if remainder is None else remainder.to(torch.float64)
+    return rest.unsqueeze(-1) + wide.flip(-1).cumsum(-1).flip(-1)
+
+
+def geometric_transform(y: torch.Tensor, remainder: torch.Tensor | None = None) -> torch.Tensor:
+    """[HDP-GD] eq. (11): X_1 = Y_1, X_l = Y_l / (1 - sum_{f<l} Y_f), which turns a generalized
+    Dirichlet vector into independent Beta coordinates.
+
+    The remaining mass 1 - sum_{f<l} Y_f is taken from the tail, remainder + sum_{f>=l} Y_f (a
+    reversed cumulative sum in float64), never as 1 minus a running sum: late coordinates of a
+    long vector are tiny, and 1 - cumsum cancels to 0 or garbage in float32. ``remainder`` is
+    1 - sum_l Y_l, the mass beyond the D coordinates; pass it when it is known exactly (the last
+    part of a full composition); by default it is computed once, in float64.
+    """
+    return (y.to(torch.float64) / remaining_mass(y, remainder)).to(y.dtype)
+
+
+def inverse_geometric_transform(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Inverse of ``geometric_transform``: Y_l = X_l prod_{f<l} (1 - X_f), through a cumulative sum
+    of log1p(-X). Returns (Y, remainder) with remainder = prod_l (1 - X_l) = 1 - sum_l Y_l."""
+    log_rest = torch.log1p(-x).cumsum(-1)
+    before = torch.cat([torch.zeros_like(log_rest[..., :1]), log_rest[..., :-1]], -1)
+    return x * before.exp(), log_rest[..., -1].exp()
+
+
+def log_remaining_mass(y: torch.Tensor, remainder: torch.Tensor | None = None) -> torch.Tensor:
+    """sum_{l>=2} ln(1 - sum_{f<l} Y_f) per row: minus the log-Jacobian of ``geometric_transform``
+    (dX_l / dY_l = 1 / (1 - sum_{f<l} Y_f), a triangular Jacobian), from the tail as there."""
+    return remaining_mass(y, remainder)[..., 1:].log().sum(-1).to(y.dtype)
+
+
+def normalise_histograms(h: torch.Tensor, floor: float) -> torch.Tensor:
+    """Non-negative histograms (rows of D bins) to compositions strictly inside the simplex, D + 1
+    parts summing to 1: part l = (h_l + c) / (sum_f h_f + (D + 1) c) and the last part
+    c / (sum_f h_f + (D + 1) c), c = floor * sum_f h_f / D (c = floor for an empty row): every bin
+    and the extra part get ``floor`` times the row's mean bin ([HDP-GD] models proportions, and a
+    part of 0 has no Beta density). The last part is the remainder 1 - sum Y of the D proportions,
+    given exactly (``geometric_transform``'s ``remainder``)."""
+    total = h.sum(-1, keepdim=True)
+    c = torch.where(total > 0, floor * total / h.shape[-1], torch.full_like(total, floor))
+    return torch.cat([h + c, c], -1) / (total + (h.shape[-1] + 1) * c)

@@ -27,7 +27,8 @@ def comparison_figure(records: list, dataset, path) -> None:
     axes[1].legend()
 
     for name, r in zip(names, records):
-        w = r["_estimator"].weights_.cpu().numpy()
+        w = r["_estimator"].weights_
+        w = w.cpu().numpy() if hasattr(w, "cpu") else np.asarray(w)
         axes[2].plot(np.arange(1, w.size + 1), w, "o-", ms=3, label=f"{name} ({r['seconds']:.2f} s)")
     axes[2].set(yscale="log", xlabel="cluster (by weight)", ylabel="weight", title="clusters used")
     axes[2].legend(fontsize=8)

@@ -5,6 +5,7 @@ from dataclasses import dataclass
 from bnpzoo._validation import Interval, OneOf, Scale
 from bnpzoo.coupled_dp import INFERENCE as COUPLED_DP_LEARNERS, CoupledDP
 from bnpzoo.dp_gmm import DPGMM
+from bnpzoo.hdp_gd import INFERENCE as HDP_GD_LEARNERS, HDPGD
 from bnpzoo.mixture import INFERENCE as MIXTURE_LEARNERS
 from bnpzoo.pyp_ggm import PYPGGM
 
@@ -18,6 +19,7 @@ class Entry:
     estimator: type
     learners: tuple
     grouped: bool = False  # fits a grouped corpus (fit(corpus)), not a numeric matrix
+    needs_groups: bool = False  # fits numeric rows in groups (fit(X, groups))
     compared: tuple | None = None  # the learners ``bnpzoo compare`` runs (None: all of them)
 
     def options(self):
@@ -37,5 +39,6 @@ MODELS = {
     "dp-gmm": Entry(DPGMM, MIXTURE_LEARNERS),
     # compared with its default (Laplace) likelihood, by the learners of [PYPM-sVMM]
     "pyp-ggm": Entry(PYPGGM, MIXTURE_LEARNERS, compared=("svmm", "svmm-mgrad", "svmm-grad")),
+    "hdp-gd": Entry(HDPGD, HDP_GD_LEARNERS, needs_groups=True),
     "coupled-dp": Entry(CoupledDP, COUPLED_DP_LEARNERS, grouped=True),
 }

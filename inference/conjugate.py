@@ -26,11 +26,12 @@ from bnpzoo.ops import conjugate_sticks, generalized_gaussian_log_density
 
 
 def expected_log_weights(c1: torch.Tensor, c0: torch.Tensor) -> torch.Tensor:
-    """E ln pi_k under Beta(c1, c0) sticks (K - 1 of them, the last stick is 1): a K-vector."""
+    """E ln pi_k under Beta(c1, c0) sticks (K - 1 of them in the last dimension, the last stick is
+    1): K entries, E ln v_k + sum_{l<k} E ln(1 - v_l)."""
     total = torch.digamma(c1 + c0)
     e_log_v, e_log_rest = torch.digamma(c1) - total, torch.digamma(c0) - total
-    before = torch.cat([e_log_rest.new_zeros(1), e_log_rest.cumsum(0)])
-    return torch.cat([e_log_v, e_log_v.new_zeros(1)]) + before
+    zero = e_log_v.new_zeros(e_log_v.shape[:-1] + (1,))
+    return torch.cat([e_log_v, zero], -1) + torch.cat([zero, e_log_rest.cumsum(-1)], -1)
 
 
 def responsibilities(x, precision, weighted, c1, c0, std):

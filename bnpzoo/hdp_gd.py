@@ -1,0 +1,329 @@
+"""``HDPGD``: the HDP mixture of generalized Dirichlet distributions with feature selection
+([HDP-GD]), fitted by batch VI (Algorithm 1) or online VI (Algorithm 2); the program is
+``models/hdp_gd.py``, the updates ``inference/hdp_gd.py``.
+
+Input. Each row is a proportion vector Y: D positive parts whose sum stays below 1 (the rest,
+1 - sum Y, is an implicit last part), in groups given by ``groups``. Rows that all sum to 1 are
+read as compositions whose last column is that rest (D = columns - 1): give the rest this way
+when it is tiny, since 1 - sum Y cannot recover it in floating point. Non-negative histograms or
+counts are accepted with ``input="histograms"``, normalised per row with a floor so that no part
+is 0 and the sum stays below 1:
+
+    Y_l = (h_l + c) / (sum_f h_f + (D + 1) c),   c = floor * sum_f h_f / D   (c = floor if the row is 0)
+
+that is, every bin and the implicit last part receive ``floor`` times the row's mean bin
+(``bnpzoo.ops.normalise_histograms``). The fit runs on the geometric transform of eq. (11)
+(``bnpzoo.ops.geometric_transform``), its remaining masses summed from the tail.
+"""
+
+import time
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from bnpzoo._validation import Interval, OneOf, check_array
+from bnpzoo.base import Estimator
+from bnpzoo.inference.conjugate import expected_log_weights
+from bnpzoo.inference.hdp_gd import (Globals, Observations, Prior, batch_iteration, bound, converged, initial_globals,
+                                     learning_rate, local_step, online_step, tables)
+from bnpzoo.ops import geometric_transform, log_remaining_mass, normalise_histograms
+
+INFERENCE = ("vi", "online-vi")
+LOCAL_ITERS = 5  # rounds of q(Z), q(phi) for data the fit has not seen
+
+
+def _compositions(wide: torch.Tensor) -> torch.Tensor:
+    """Rows as compositions with an explicit last part: proportions (sum < 1) gain 1 - sum; rows
+    that all sum to 1 already are taken as they are (their last part is the remainder)."""
+    sums = wide.sum(1)
+    outside = (wide <= 0).any(1)
+    whole = (sums - 1).abs() <= 1e-6
+    if not outside.any() and whole.all() and wide.shape[1] > 1:
+        return wide
+    outside |= sums >= 1
+    if outside.any():
+        bad = int(outside.nonzero()[0, 0])
+        raise ValueError(f"X row {bad} is outside the simplex interior (every part > 0 and the sum < 1, or every "
+                         "row a composition summing to 1); for counts or histograms use input='histograms'")
+    return torch.cat([wide, (1 - sums)[:, None]], 1)
+
+
+class HDPGD(Estimator):
+    """HDP mixture of generalized Dirichlet distributions with feature selection ([HDP-GD]).
+
+    Parameters (keyword-only)
+    ----------
+    truncation : K, global atoms (eq. (20)).
+    group_truncation : T, atoms per group (eq. (21)).
+    inference : "vi" (batch, Algorithm 1) or "online-vi" (minibatches, Algorithm 2).
+    gamma, lam : the global and group concentrations (eq. (5), (9)), > 0.
+    xi1, xi2 : the saliency prior Dir(xi1, xi2) (eq. (15)), > 0.
+    prior_shape, prior_rate : the Gamma prior of every Beta parameter (eq. (17)-(18)); the default
+        Gamma(1, 0.01) is an exponential prior with mean 100, vague on the scale of Beta
+        parameters of proportions.
+    input : "proportions" (rows inside the simplex, or compositions summing to 1; checked) or
+        "histograms" (normalised; module docstring). floor : the histograms' floor.
+    max_iter : iterations (vi; default 300) or passes over the data (online-vi; default 2).
+    tol : vi stops when the bound changes by less than tol per observation between iterations.
+    batch_size : online-vi's minibatch (default min(N, 200)).
+    learning_offset, learning_decay : eta0 and kappa of zeta_r = (eta0 + r)^(-kappa), eq. (32)
+        needs 0.5 < kappa <= 1.
+    n_init : K-means restarts of the start. random_state, dtype, device, verbose as elsewhere.
+
+    Fitted attributes: ``labels_`` (global atom of each training row, by the fitted q), ``saliency_``
+    (E[eps_l1] per feature), ``weights_`` (E[psi_k]), ``group_weights_`` (M x K: each group's
+    expected mixing over the global atoms), ``atoms_per_group_`` (global atoms used by the rows of
+    each group), ``n_clusters_`` (global atoms used by some row), ``component_means_`` (K x D:
+    E[alpha] / (E[alpha] + E[beta]) of the transformed coordinates), ``elbo_trace_`` (vi: the
+    bound per iteration; online-vi: each minibatch's estimate of it, scaled to the data),
+    ``converged_``, ``n_iter_``, ``n_passes_``, ``fit_seconds_``, ``n_features_in_``, ``groups_``
+    (the group labels, in the order of the group axis), ``posterior_`` (the global factors).
+    """
+
+    _parameter_constraints = {
+        "truncation": Interval(int, 1),
+        "group_truncation": Interval(int, 1),
+        "inference": OneOf(*INFERENCE),
+        "gamma": Interval(float, 0, low_open=True),
+        "lam": Interval(float, 0, low_open=True),
+        "xi1": Interval(float, 0, low_open=True),
+        "xi2": Interval(float, 0, low_open=True),
+        "prior_shape": Interval(float, 0, low_open=True),
+        "prior_rate": Interval(float, 0, low_open=True),
+        "input": OneOf("proportions", "histograms"),
+        "floor": Interval(float, 0, low_open=True),
+        "max_iter": Interval(int, 1, optional=True),
+        "tol": Interval(float, 0),
+        "batch_size": Interval(int, 1, optional=True),
+        "learning_offset": Interval(float, 0),
+        "learning_decay": Interval(float, 0.5, 1.0, low_open=True),
+        "n_init": Interval(int, 1),
+        "dtype": OneOf("float32", "float64"),
+        "random_state": Interval(int, 0, optional=True),
+        "verbose": OneOf(True, False),
+    }
+    _fitted_attributes = ("labels_", "saliency_", "weights_", "group_weights_", "atoms_per_group_", "n_clusters_",
+                          "component_means_", "elbo_trace_", "converged_", "n_iter_", "n_passes_", "fit_seconds_",
+                          "n_features_in_", "groups_", "posterior_")
+
+    def __init__(self, *, truncation: int = 30, group_truncation: int = 15, inference: str = "vi", gamma: float = 1.0,
+                 lam: float = 1.0, xi1: float = 1.0, xi2: float = 1.0, prior_shape: float = 1.0,
+                 prior_rate: float = 0.01, input: str = "proportions", floor: float = 0.05,
+                 max_iter: int | None = None, tol: float = 1e-4, batch_size: int | None = None,
+                 learning_offset: float = 1.0, learning_decay: float = 0.6, n_init: int = 3, dtype: str = "float32",
+                 device: str | None = None, random_state: int | None = None, verbose: bool = False):
+        self._store(locals())
+
+    # -- input ---------------------------------------------------------------------------------
+    def _prior(self) -> Prior:
+        return Prior(gamma=float(self.gamma), lam=float(self.lam), xi=(float(self.xi1), float(self.xi2)),
+                     shape=float(self.prior_shape), rate=float(self.prior_rate))
+
+    def _proportions(self, X, device) -> tuple[torch.Tensor, torch.Tensor]:
+        """(x, ln |dX / dY| per row) in the fit's dtype: checked, normalised, transformed."""
+        fitted = hasattr(self, "posterior_")
+        wide = check_array(X, dtype=torch.float64, device=device, n_features=self.n_features_in_ if fitted else None)
+        if not fitted:
+            self.n_features_in_ = wide.shape[1]
+        if self.input == "histograms":
+            if (wide < 0).any():
+                raise ValueError("X holds negative entries: histograms must be non-negative")
+            parts = normalise_histograms(wide, self.floor)
+        else:
+            parts = _compositions(wide)
+        y, remainder = parts[:, :-1], parts[:, -1]
+        x = geometric_transform(y, remainder)
+        tiny = torch.finfo(self._dtype).eps
+        return x.clamp(tiny, 1 - tiny).to(self._dtype), -log_remaining_mass(y, remainder).to(self._dtype)
+
+    def _group_index(self, groups, n: int, device, *, fitting: bool) -> torch.Tensor:
+        if groups is None:
+            if fitting:
+                raise ValueError("HDPGD.fit needs groups: one integer group label per row of X")
+            return None
+        g = np.asarray(groups)
+        if g.ndim != 1 or g.shape[0] != n:
+            raise ValueError(f"groups must hold one label per row of X ({n}), got shape {g.shape}")
+        if g.dtype.kind not in "iu":
+            raise ValueError(f"groups must be integer labels, got dtype {g.dtype}")
+        if fitting:
+            self.groups_, index = np.unique(g, return_inverse=True)
+        else:
+            index = np.searchsorted(self.groups_, g).clip(0, len(self.groups_) - 1)
+            unseen = self.groups_[index] != g
+            if unseen.any():
+                raise ValueError(f"group {g[unseen][0]} was not in the fit; pass groups=None to use the global mixture")
+        return torch.as_tensor(index, device=device)
+
+    # -- fitting -------------------------------------------------------------------------------
+    def fit(self, X, groups=None):
+        """Fit on proportion vectors X (N x D) in ``groups`` (N integer labels); returns self."""
+        self._validate_params()
+        for name in list(self._fitted_attributes):
+            self.__dict__.pop(name, None)
+        device = self._device_for(X)
+        x, _ = self._proportions(X, device)
+        index = self._group_index(groups, x.shape[0], device, fitting=True)
+        start = time.perf_counter()
+        order = torch.argsort(index, stable=True)
+        obs = Observations.of(x[order], index[order])
+        seed = self.random_state if self.random_state is not None else int(torch.seed() % 2**31)
+        torch.manual_seed(seed)
+        if self.inference == "vi":
+            g, r, trace = self._fit_batch(obs, seed)
+        else:
+            g, r, trace = self._fit_online(obs, seed)
+        self.fit_seconds_ = time.perf_counter() - start
+        labels = torch.empty_like(index)
+        labels[order] = r.argmax(1)
+        self._finish(g, labels, index, trace)
+        return self
+
+    def _fit_batch(self, obs, seed):
+        prior, n = self._prior(), obs.x.shape[0]
+        g = initial_globals(obs, len(self.groups_), self.truncation, self.group_truncation, prior,
+                            n_init=self.n_init, seed=seed)
+        f = (g.saliency[:, 0] / g.saliency.sum(-1)).expand_as(obs.x).clone()
+        trace, max_iter = [], self.max_iter or 300
+        self.converged_ = False
+        with tqdm(total=max_iter, disable=not self.verbose, desc="hdp-gd vi", unit="it") as bar:
+            for it in range(max_iter):
+                g, f, value, r = batch_iteration(obs, g, prior, f)
+                trace.append(float(value))
+                bar.update()
+                if converged(trace, self.tol, n):
+                    self.converged_ = True
+                    break
+        self.n_iter_, self.n_passes_ = it + 1, it + 1
+        _, r, _, _ = local_step(obs, g, tables(g), iters=1, f=f)
+        return g, r, trace
+
+    def _fit_online(self, obs, seed):
+        prior, n = self._prior(), obs.x.shape[0]
+        batch_size = min(n, self.batch_size or 200)
+        passes = self.max_iter or 2
+        generator = torch.Generator().manual_seed(seed)
+        group_sizes = torch.bincount(obs.groups, minlength=len(self.groups_)).to(obs.x.dtype)
+        r = torch.zeros(n, self.truncation, dtype=obs.x.dtype, device=obs.x.device)
+        # the start: K-means on a random sample of min(N, max(20 K, batch)) rows, counts scaled to the data
+        sample = torch.randperm(n, generator=generator)[: max(20 * self.truncation, batch_size)].sort().values
+        first = obs.rows(sample.to(obs.x.device))
+        present = torch.bincount(first.groups, minlength=len(self.groups_)).to(obs.x.dtype)
+        g = initial_globals(first, len(self.groups_), self.truncation, self.group_truncation, prior,
+                            n_init=self.n_init, seed=seed, scale=n / first.x.shape[0],
+                            group_scale=group_sizes / present.clamp_min(1))
+        trace, step = [], 0
+        steps_per_pass = -(-n // batch_size)
+        with tqdm(total=passes * steps_per_pass, disable=not self.verbose, desc="hdp-gd online-vi",
+                  unit="batch") as bar:
+            for _ in range(passes):
+                perm = torch.randperm(n, generator=generator).to(obs.x.device)
+                for start in range(0, n, batch_size):
+                    rows = perm[start : start + batch_size].sort().values  # group order within the batch
+                    step += 1
+                    zeta = learning_rate(step, self.learning_offset, self.learning_decay)
+                    g, r_batch, estimate = online_step(obs.rows(rows), g, prior, n_total=n, group_sizes=group_sizes,
+                                                       zeta=zeta)
+                    r[rows] = r_batch
+                    trace.append(float(estimate) * n)
+                    bar.update()
+        self.n_iter_, self.n_passes_, self.converged_ = step, passes, True
+        return g, r, trace
+
+    def partial_fit(self, X, groups=None):
+        """online-vi: one pass of minibatch steps over X, resuming the previous call's factors (the
+        first call fits from scratch). Group labels must be those of the first call."""
+        if self.inference != "online-vi":
+            raise ValueError(f"partial_fit streams with inference='online-vi', not {self.inference!r}")
+        if not hasattr(self, "posterior_"):  # the first call: one pass from scratch
+            max_iter, self.max_iter = self.max_iter, 1
+            try:
+                return self.fit(X, groups)
+            finally:
+                self.max_iter = max_iter
+        self._validate_params()
+        device = self.posterior_["theta"].device
+        x, _ = self._proportions(X, device)
+        index = self._group_index(groups, x.shape[0], device, fitting=False)
+        order = torch.argsort(index, stable=True)
+        obs = Observations.of(x[order], index[order])
+        g, prior = Globals(**self.posterior_), self._prior()
+        sizes = torch.bincount(obs.groups, minlength=len(self.groups_)).to(x.dtype)
+        batch_size = min(x.shape[0], self.batch_size or 200)
+        perm = torch.randperm(x.shape[0]).to(device)
+        for start in range(0, x.shape[0], batch_size):
+            self.n_iter_ += 1
+            rows = perm[start : start + batch_size].sort().values
+            zeta = learning_rate(self.n_iter_, self.learning_offset, self.learning_decay)
+            g, _, estimate = online_step(obs.rows(rows), g, prior, n_total=x.shape[0], group_sizes=sizes, zeta=zeta)
+            self.elbo_trace_.append(float(estimate) * x.shape[0])
+        self.n_passes_ += 1
+        _, r, _, _ = local_step(obs, g, tables(g), iters=LOCAL_ITERS)
+        labels = torch.empty_like(index)
+        labels[order] = r.argmax(1)
+        self._finish(g, labels, index, self.elbo_trace_)
+        return self
+
+    def _finish(self, g: Globals, labels, index, trace):
+        """The fitted attributes from the global factors and the training labels."""
+        self.posterior_ = {name: getattr(g, name) for name in Globals.__dataclass_fields__}
+        self.labels_ = labels.cpu().numpy()
+        self.elbo_trace_ = trace
+        saliency = g.saliency[:, 0] / g.saliency.sum(-1)
+        self.saliency_ = saliency.cpu().numpy()
+        self.weights_ = expected_log_weights(g.global_sticks[:, 0], g.global_sticks[:, 1]).exp().cpu().numpy()
+        group_pi = expected_log_weights(g.group_sticks[..., 0], g.group_sticks[..., 1]).exp()
+        self.group_weights_ = torch.einsum("mt,mtk->mk", group_pi, g.theta).cpu().numpy()
+        used = np.zeros((len(self.groups_), self.truncation), dtype=bool)
+        used[index.cpu().numpy(), self.labels_] = True
+        self.atoms_per_group_ = used.sum(1)
+        self.n_clusters_ = int(used.any(0).sum())
+        a0, b0 = (f[..., 0] / f[..., 1] for f in (g.alpha, g.beta))
+        self.component_means_ = (a0 / (a0 + b0)).cpu().numpy()
+
+    # -- prediction ----------------------------------------------------------------------------
+    def _local(self, X, groups):
+        """Local factors of new rows: their own group's atoms, or with groups=None the global mixture."""
+        self._check_fitted()
+        g = Globals(**self.posterior_)
+        device = g.theta.device
+        x, jacobian = self._proportions(X, device)
+        index = self._group_index(groups, x.shape[0], device, fitting=False)
+        if index is None:  # one pseudo-group whose atoms are the global atoms, weighted by psi
+            eye = torch.eye(self.truncation, dtype=x.dtype, device=device)
+            g = g.replace(theta=eye[None], group_sticks=g.global_sticks[None])
+            index = torch.zeros(x.shape[0], dtype=torch.long, device=device)
+        order = torch.argsort(index, stable=True)
+        obs = Observations.of(x[order], index[order])
+        rho, r, f, lik = local_step(obs, g, tables(g), iters=LOCAL_ITERS)
+        return obs, order, g, (rho, r, f, lik), jacobian
+
+    def _check_fitted(self):
+        if not hasattr(self, "posterior_"):
+            raise ValueError("this HDPGD is not fitted yet: call fit(X, groups) first")
+
+    def predict_proba(self, X, groups=None) -> np.ndarray:
+        """q(global atom k) for each row, (N, K)."""
+        _, order, _, (_, r, _, _), _ = self._local(X, groups)
+        out = torch.empty_like(r)
+        out[order] = r
+        return out.cpu().numpy()
+
+    def predict(self, X, groups=None) -> np.ndarray:
+        """The most probable global atom of each row."""
+        return self.predict_proba(X, groups).argmax(1)
+
+    def relevance(self, X, groups=None) -> np.ndarray:
+        """q(phi_nl = 1): how relevant each feature is to each row's cluster, (N, D)."""
+        _, order, _, (_, _, f, _), _ = self._local(X, groups)
+        out = torch.empty_like(f)
+        out[order] = f
+        return out.cpu().numpy()
+
+    def score(self, X, groups=None) -> float:
+        """Mean per-row bound on ln p(Y_n) (the local terms given the global factors, with the
+        transform's Jacobian, so it is a density of the proportions)."""
+        obs, _, g, local, jacobian = self._local(X, groups)
+        value = bound(obs, g, self._prior(), *local, tables(g), local_only=True)
+        return float(value / obs.x.shape[0] + jacobian.mean())
