@@ -38,9 +38,9 @@ def large(n):
     return data.hdp_gd_sample(n, seed=3, relevant=48, irrelevant=16, group_atoms=rng_groups)
 
 
-def proportions(ds):
-    """The D proportions of a data set (the compositions' last part dropped)."""
-    return ds.X[:, :-1] if np.allclose(ds.X.sum(1), 1) else ds.X
+def composition(ds):
+    """The rows as D + 1 parts summing to 1 (the rest appended where it is implicit)."""
+    return ds.X if np.allclose(ds.X.sum(1), 1) else np.concatenate([ds.X, 1 - ds.X.sum(1, keepdims=True)], 1)
 
 
 def fit_ours(ds, inference):
@@ -79,9 +79,9 @@ def main():
 
     rows, traces, saliency = [], {}, None
     for name, ds in sets.items():
-        bgm_pred, bgm_seconds = fit_bgm(proportions(ds))
-        logit = np.log(proportions(ds)) - np.log1p(-proportions(ds).sum(1, keepdims=True))
-        logit_pred, logit_seconds = fit_bgm(logit)
+        parts = composition(ds)
+        bgm_pred, bgm_seconds = fit_bgm(parts[:, :-1])
+        logit_pred, logit_seconds = fit_bgm(np.log(parts[:, :-1]) - np.log(parts[:, -1:]))
         rows.append((name, "BGM diag (raw)", "-", f"{nmi(ds.labels, bgm_pred):.3f}", clusters_used(bgm_pred),
                      f"{bgm_seconds:.2f}", "1.00", "-"))
         rows.append((name, "BGM diag (log-ratio)", "-", f"{nmi(ds.labels, logit_pred):.3f}", clusters_used(logit_pred),
@@ -132,9 +132,12 @@ salient irrelevant part; largest irrelevant saliency {saliency[64:].max():.3f}, 
 {saliency[informative].min():.3f}.
 
 Online VI visits each row at most 3 times (K-means on a sample of max(20 K, batch) rows, then 2
-passes). It does not yet reach the batch NMI within 0.02 on these sets: its minibatch steps keep
-more of the K-means start's clusters than batch VI, which merges them over 60 to 150 iterations
-over all the data.
+passes). On the small sets it ends well below batch VI on the drawn data (NMI about 0.8 against
+1.0: it keeps twice the atoms, since its minibatch steps do not merge what the K-means start split,
+which batch VI does over 80 to 190 iterations) and within 0.02 on digits. On 100,000 rows it ends
+above batch VI, which stops at a fixed point (the bound no longer changes) with 22 atoms for 12: a
+local optimum that the minibatch noise escapes. Neither learner has merge moves yet; they are what
+we would add next.
 
 ![saliency and bounds](hdp_gd.png)
 """
