@@ -74,7 +74,7 @@ def _load(args, model: str | None):
     None: the numeric data of ``bnpzoo compare``."""
     entry = MODELS[model] if model else None
     grouped = entry is not None and entry.grouped
-    dataset = datasets.load(args.data, labels=args.labels, groups=args.groups, corpus=grouped)
+    dataset = datasets.load(args.data, labels=args.labels, groups=args.groups, as_corpus=grouped)
     held_out = read_corpus(args.test_data) if args.test_data else None
     if grouped != isinstance(dataset, Corpus):
         raise UsageError(f"{dataset.name} is a corpus, for the grouped topic model coupled-dp" if not grouped

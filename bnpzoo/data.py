@@ -169,11 +169,11 @@ def _read_csv(path: Path) -> np.ndarray:
     return np.array(rows)
 
 
-def load(spec: str, labels=None, groups=None, *, corpus: bool | None = None) -> Dataset | Corpus:
+def load(spec: str, labels=None, groups=None, *, as_corpus: bool | None = None) -> Dataset | Corpus:
     """An embedded data set by name (``digits``, ``blobs[:...]``, ...) or a .csv / .npy path; or a
     corpus (``bnpzoo.corpus``): ``digits-bags``, a .txt path, or a .csv / .npy count matrix given
-    with ``groups``. ``corpus`` says which a .csv / .npy file with groups is (None: a corpus)."""
-    counts = groups is not None and spec.endswith((".csv", ".npy")) and corpus is not False
+    with ``groups``. ``as_corpus`` says which a .csv / .npy file with groups is (None: a corpus)."""
+    counts = groups is not None and spec.endswith((".csv", ".npy")) and as_corpus is not False
     if spec == "digits-bags" or spec.endswith(".txt") or counts:
         corpus = _load_corpus(spec)
         n = len(corpus.docs)

@@ -226,7 +226,7 @@ class HDPGD(Estimator):
                     g, r_batch, estimate = online_step(obs.rows(rows), g, prior, n_total=n, group_sizes=group_sizes,
                                                        zeta=zeta)
                     r[rows] = r_batch
-                    trace.append(float(estimate) * n)
+                    trace.append(float(estimate))
                     bar.update()
         self.n_iter_, self.n_passes_, self.converged_ = step, passes, True
         return g, r, trace
@@ -257,7 +257,7 @@ class HDPGD(Estimator):
             rows = perm[start : start + batch_size].sort().values
             zeta = learning_rate(self.n_iter_, self.learning_offset, self.learning_decay)
             g, _, estimate = online_step(obs.rows(rows), g, prior, n_total=x.shape[0], group_sizes=sizes, zeta=zeta)
-            self.elbo_trace_.append(float(estimate) * x.shape[0])
+            self.elbo_trace_.append(float(estimate))
         self.n_passes_ += 1
         _, r, _, _ = local_step(obs, g, tables(g), iters=LOCAL_ITERS)
         labels = torch.empty_like(index)

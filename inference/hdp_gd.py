@@ -365,7 +365,8 @@ def online_step(batch: Observations, g: Globals, prior: Prior, *, n_total: int, 
                 zeta: float, local_iters: int = 3):
     """Algorithm 2 for one minibatch: the local factors, then every global factor a natural-gradient
     step zeta towards its optimum computed from the minibatch (module docstring). Returns (globals,
-    r of the minibatch, the minibatch's bound estimate per observation)."""
+    r of the minibatch, the bound estimated from it: its rows' terms scaled by N / |B|, the global
+    terms once)."""
     tab = tables(g)
     rho, r, f, lik = local_step(batch, g, tab, iters=local_iters)
     n_groups = g.theta.shape[0]
@@ -382,7 +383,8 @@ def online_step(batch: Observations, g: Globals, prior: Prior, *, n_total: int, 
     saliency = torch.stack([prior.xi[0] + n_scale * f.sum(0), prior.xi[1] + n_scale * (1 - f).sum(0)], -1)
     target = gamma_targets(g, gamma_statistics(batch, r, f, n_scale), prior)
     moved = {name: (1 - zeta) * getattr(g, name) + zeta * value for name, value in target.items()}
-    estimate = bound(batch, g, prior, rho, r, f, lik, tab) / batch.x.shape[0]
+    local = bound(batch, g, prior, rho, r, f, lik, tab, local_only=True)
+    estimate = local * n_scale + (bound(batch, g, prior, rho, r, f, lik, tab) - local)
     g = g.replace(theta=theta, group_sticks=group_sticks,
                   global_sticks=(1 - zeta) * g.global_sticks + zeta * stick_factors(theta.sum((0, 1)), prior.gamma),
                   saliency=(1 - zeta) * g.saliency + zeta * saliency, **moved)
