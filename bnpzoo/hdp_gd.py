@@ -25,12 +25,19 @@ from tqdm.auto import tqdm
 from bnpzoo._validation import Interval, OneOf, check_array
 from bnpzoo.base import Estimator
 from bnpzoo.inference.conjugate import expected_log_weights
-from bnpzoo.inference.hdp_gd import (Globals, Observations, Prior, batch_iteration, bound, converged, initial_globals,
-                                     learning_rate, local_step, online_step, tables)
+from bnpzoo.inference.hdp_gd import (Globals, Observations, Prior, batch_iteration, converged, initial_globals,
+                                     local_bound, local_step, online_step, saliency_mean, tables)
 from bnpzoo.ops import geometric_transform, log_remaining_mass, normalise_histograms
 
 INFERENCE = ("vi", "online-vi")
 LOCAL_ITERS = 5  # rounds of q(Z), q(phi) for data the fit has not seen
+
+
+def _unsort(values: torch.Tensor, order: torch.Tensor) -> torch.Tensor:
+    """Rows in group order back to the order of X."""
+    out = torch.empty_like(values)
+    out[order] = values
+    return out
 
 
 def _compositions(wide: torch.Tensor) -> torch.Tensor:
@@ -120,12 +127,9 @@ class HDPGD(Estimator):
         return Prior(gamma=float(self.gamma), lam=float(self.lam), xi=(float(self.xi1), float(self.xi2)),
                      shape=float(self.prior_shape), rate=float(self.prior_rate))
 
-    def _proportions(self, X, device) -> tuple[torch.Tensor, torch.Tensor]:
+    def _proportions(self, X, device, *, fitting: bool) -> tuple[torch.Tensor, torch.Tensor]:
         """(x, ln |dX / dY| per row) in the fit's dtype: checked, normalised, transformed."""
-        fitted = hasattr(self, "posterior_")
-        wide = check_array(X, dtype=torch.float64, device=device, n_features=self.n_features_in_ if fitted else None)
-        if not fitted:
-            self.n_features_in_ = wide.shape[1]
+        wide = check_array(X, dtype=torch.float64, device=device, n_features=None if fitting else self.n_features_in_)
         if self.input == "histograms":
             if (wide < 0).any():
                 raise ValueError("X holds negative entries: histograms must be non-negative")
@@ -156,18 +160,27 @@ class HDPGD(Estimator):
                 raise ValueError(f"group {g[unseen][0]} was not in the fit; pass groups=None to use the global mixture")
         return torch.as_tensor(index, device=device)
 
+    def _observations(self, X, groups, device, *, fitting: bool = False):
+        """(the rows sorted by group as ``Observations``, the sort order, ln |dX / dY| per row in
+        X's order). With ``groups=None`` (not fitting) every row is in one pseudo-group 0."""
+        x, log_jacobian = self._proportions(X, device, fitting=fitting)
+        if fitting:
+            self.n_features_in_ = np.shape(X)[1]
+        index = self._group_index(groups, x.shape[0], device, fitting=fitting)
+        n_groups = len(self.groups_)
+        if index is None:
+            index, n_groups = torch.zeros(x.shape[0], dtype=torch.long, device=device), 1
+        order = torch.argsort(index, stable=True)
+        return Observations.of(x[order], index[order], n_groups), order, log_jacobian
+
     # -- fitting -------------------------------------------------------------------------------
     def fit(self, X, groups=None):
         """Fit on proportion vectors X (N x D) in ``groups`` (N integer labels); returns self."""
         self._validate_params()
         for name in list(self._fitted_attributes):
             self.__dict__.pop(name, None)
-        device = self._device_for(X)
-        x, _ = self._proportions(X, device)
-        index = self._group_index(groups, x.shape[0], device, fitting=True)
+        obs, order, _ = self._observations(X, groups, self._device_for(X), fitting=True)
         start = time.perf_counter()
-        order = torch.argsort(index, stable=True)
-        obs = Observations.of(x[order], index[order])
         seed = self.random_state if self.random_state is not None else int(torch.seed() % 2**31)
         torch.manual_seed(seed)
         if self.inference == "vi":
@@ -175,22 +188,19 @@ class HDPGD(Estimator):
         else:
             g, r, trace = self._fit_online(obs, seed)
         self.fit_seconds_ = time.perf_counter() - start
-        labels = torch.empty_like(index)
-        labels[order] = r.argmax(1)
-        self._finish(g, labels, index, trace)
+        self._finish(g, obs, r, order, trace)
         return self
 
     def _fit_batch(self, obs, seed):
         prior, n = self._prior(), obs.x.shape[0]
-        g = initial_globals(obs, len(self.groups_), self.truncation, self.group_truncation, prior,
-                            n_init=self.n_init, seed=seed)
-        f = (g.saliency[:, 0] / g.saliency.sum(-1)).expand_as(obs.x).clone()
+        g = initial_globals(obs, self.truncation, self.group_truncation, prior, n_init=self.n_init, seed=seed)
+        f = saliency_mean(g).expand_as(obs.x).clone()
         trace, max_iter = [], self.max_iter or 300
         self.converged_ = False
         with tqdm(total=max_iter, disable=not self.verbose, desc="hdp-gd vi", unit="it") as bar:
             for it in range(max_iter):
                 g, f, value, r = batch_iteration(obs, g, prior, f)
-                trace.append(float(value))
+                trace.append(float(value))  # one host sync an iteration: the convergence test reads it
                 bar.update()
                 if converged(trace, self.tol, n):
                     self.converged_ = True
@@ -200,36 +210,43 @@ class HDPGD(Estimator):
         return g, r, trace
 
     def _fit_online(self, obs, seed):
-        prior, n = self._prior(), obs.x.shape[0]
-        batch_size = min(n, self.batch_size or 200)
+        n = obs.x.shape[0]
         passes = self.max_iter or 2
         generator = torch.Generator().manual_seed(seed)
-        group_sizes = torch.bincount(obs.groups, minlength=len(self.groups_)).to(obs.x.dtype)
         r = torch.zeros(n, self.truncation, dtype=obs.x.dtype, device=obs.x.device)
         # the start: K-means on a random sample of min(N, max(20 K, batch)) rows, counts scaled to the data
-        sample = torch.randperm(n, generator=generator)[: max(20 * self.truncation, batch_size)].sort().values
-        first = obs.rows(sample.to(obs.x.device))
-        present = torch.bincount(first.groups, minlength=len(self.groups_)).to(obs.x.dtype)
-        g = initial_globals(first, len(self.groups_), self.truncation, self.group_truncation, prior,
-                            n_init=self.n_init, seed=seed, scale=n / first.x.shape[0],
-                            group_scale=group_sizes / present.clamp_min(1))
-        trace, step = [], 0
-        steps_per_pass = -(-n // batch_size)
-        with tqdm(total=passes * steps_per_pass, disable=not self.verbose, desc="hdp-gd online-vi",
+        sample = torch.randperm(n, generator=generator)[: max(20 * self.truncation, self._batch_size(n))]
+        g = initial_globals(obs.rows(sample.sort().values.to(obs.x.device)), self.truncation, self.group_truncation,
+                            self._prior(), n_init=self.n_init, seed=seed, data_sizes=obs.sizes)
+        estimates, step = [], 0
+        with tqdm(total=passes * -(-n // self._batch_size(n)), disable=not self.verbose, desc="hdp-gd online-vi",
                   unit="batch") as bar:
             for _ in range(passes):
                 perm = torch.randperm(n, generator=generator).to(obs.x.device)
-                for start in range(0, n, batch_size):
-                    rows = perm[start : start + batch_size].sort().values  # group order within the batch
-                    step += 1
-                    zeta = learning_rate(step, self.learning_offset, self.learning_decay)
-                    g, r_batch, estimate = online_step(obs.rows(rows), g, prior, n_total=n, group_sizes=group_sizes,
-                                                       zeta=zeta)
-                    r[rows] = r_batch
-                    trace.append(float(estimate))
-                    bar.update()
+                g, step = self._online_pass(obs, g, perm, step, estimates, r=r, bar=bar)
         self.n_iter_, self.n_passes_, self.converged_ = step, passes, True
-        return g, r, trace
+        return g, r, torch.stack(estimates).tolist()
+
+    def _batch_size(self, n: int) -> int:
+        return min(n, self.batch_size or 200)
+
+    def _online_pass(self, obs, g, perm, step, estimates, *, r=None, bar=None):
+        """One pass of Algorithm 2 over ``obs`` in the order ``perm``, the minibatches numbered on from
+        ``step``: their bound estimates are appended to ``estimates`` (tensors: no host sync in the
+        loop) and their rows' r written into ``r`` when given. Returns (globals, the last step)."""
+        prior, n = self._prior(), obs.x.shape[0]
+        batch_size = self._batch_size(n)
+        for start in range(0, n, batch_size):
+            rows = perm[start : start + batch_size].sort().values  # group order within the batch
+            step += 1
+            g, r_batch, estimate = online_step(obs.rows(rows), g, prior, n_total=n, group_sizes=obs.sizes, step=step,
+                                               offset=self.learning_offset, decay=self.learning_decay)
+            estimates.append(estimate)
+            if r is not None:
+                r[rows] = r_batch
+            if bar is not None:
+                bar.update()
+        return g, step
 
     def partial_fit(self, X, groups=None):
         """online-vi: one pass of minibatch steps over X, resuming the previous call's factors (the
@@ -243,40 +260,27 @@ class HDPGD(Estimator):
             finally:
                 self.max_iter = max_iter
         self._validate_params()
-        device = self.posterior_["theta"].device
-        x, _ = self._proportions(X, device)
-        index = self._group_index(groups, x.shape[0], device, fitting=False)
-        order = torch.argsort(index, stable=True)
-        obs = Observations.of(x[order], index[order])
-        g, prior = Globals(**self.posterior_), self._prior()
-        sizes = torch.bincount(obs.groups, minlength=len(self.groups_)).to(x.dtype)
-        batch_size = min(x.shape[0], self.batch_size or 200)
-        perm = torch.randperm(x.shape[0]).to(device)
-        for start in range(0, x.shape[0], batch_size):
-            self.n_iter_ += 1
-            rows = perm[start : start + batch_size].sort().values
-            zeta = learning_rate(self.n_iter_, self.learning_offset, self.learning_decay)
-            g, _, estimate = online_step(obs.rows(rows), g, prior, n_total=x.shape[0], group_sizes=sizes, zeta=zeta)
-            self.elbo_trace_.append(float(estimate))
+        obs, order, _ = self._observations(X, groups, self.posterior_["theta"].device)
+        perm = torch.randperm(obs.x.shape[0]).to(obs.x.device)
+        estimates = []
+        g, self.n_iter_ = self._online_pass(obs, Globals(**self.posterior_), perm, self.n_iter_, estimates)
         self.n_passes_ += 1
         _, r, _, _ = local_step(obs, g, tables(g), iters=LOCAL_ITERS)
-        labels = torch.empty_like(index)
-        labels[order] = r.argmax(1)
-        self._finish(g, labels, index, self.elbo_trace_)
+        self._finish(g, obs, r, order, self.elbo_trace_ + torch.stack(estimates).tolist())
         return self
 
-    def _finish(self, g: Globals, labels, index, trace):
-        """The fitted attributes from the global factors and the training labels."""
+    def _finish(self, g: Globals, obs: Observations, r: torch.Tensor, order: torch.Tensor, trace):
+        """The fitted attributes from the global factors and the training rows' r (in group order)."""
         self.posterior_ = {name: getattr(g, name) for name in Globals.__dataclass_fields__}
-        self.labels_ = labels.cpu().numpy()
+        labels = r.argmax(1)
+        self.labels_ = _unsort(labels, order).cpu().numpy()
         self.elbo_trace_ = trace
-        saliency = g.saliency[:, 0] / g.saliency.sum(-1)
-        self.saliency_ = saliency.cpu().numpy()
+        self.saliency_ = saliency_mean(g).cpu().numpy()
         self.weights_ = expected_log_weights(g.global_sticks[:, 0], g.global_sticks[:, 1]).exp().cpu().numpy()
         group_pi = expected_log_weights(g.group_sticks[..., 0], g.group_sticks[..., 1]).exp()
         self.group_weights_ = torch.einsum("mt,mtk->mk", group_pi, g.theta).cpu().numpy()
         used = np.zeros((len(self.groups_), self.truncation), dtype=bool)
-        used[index.cpu().numpy(), self.labels_] = True
+        used[obs.groups.cpu().numpy(), labels.cpu().numpy()] = True
         self.atoms_per_group_ = used.sum(1)
         self.n_clusters_ = int(used.any(0).sum())
         a0, b0 = (f[..., 0] / f[..., 1] for f in (g.alpha, g.beta))
@@ -287,17 +291,12 @@ class HDPGD(Estimator):
         """Local factors of new rows: their own group's atoms, or with groups=None the global mixture."""
         self._check_fitted()
         g = Globals(**self.posterior_)
-        device = g.theta.device
-        x, jacobian = self._proportions(X, device)
-        index = self._group_index(groups, x.shape[0], device, fitting=False)
-        if index is None:  # one pseudo-group whose atoms are the global atoms, weighted by psi
-            eye = torch.eye(self.truncation, dtype=x.dtype, device=device)
+        obs, order, log_jacobian = self._observations(X, groups, g.theta.device)
+        if groups is None:  # one pseudo-group whose atoms are the global atoms, weighted by psi
+            eye = torch.eye(self.truncation, dtype=obs.x.dtype, device=obs.x.device)
             g = g.replace(theta=eye[None], group_sticks=g.global_sticks[None])
-            index = torch.zeros(x.shape[0], dtype=torch.long, device=device)
-        order = torch.argsort(index, stable=True)
-        obs = Observations.of(x[order], index[order])
         rho, r, f, lik = local_step(obs, g, tables(g), iters=LOCAL_ITERS)
-        return obs, order, g, (rho, r, f, lik), jacobian
+        return obs, order, g, (rho, r, f, lik), log_jacobian
 
     def _check_fitted(self):
         if not hasattr(self, "posterior_"):
@@ -306,9 +305,7 @@ class HDPGD(Estimator):
     def predict_proba(self, X, groups=None) -> np.ndarray:
         """q(global atom k) for each row, (N, K)."""
         _, order, _, (_, r, _, _), _ = self._local(X, groups)
-        out = torch.empty_like(r)
-        out[order] = r
-        return out.cpu().numpy()
+        return _unsort(r, order).cpu().numpy()
 
     def predict(self, X, groups=None) -> np.ndarray:
         """The most probable global atom of each row."""
@@ -317,13 +314,10 @@ class HDPGD(Estimator):
     def relevance(self, X, groups=None) -> np.ndarray:
         """q(phi_nl = 1): how relevant each feature is to each row's cluster, (N, D)."""
         _, order, _, (_, _, f, _), _ = self._local(X, groups)
-        out = torch.empty_like(f)
-        out[order] = f
-        return out.cpu().numpy()
+        return _unsort(f, order).cpu().numpy()
 
     def score(self, X, groups=None) -> float:
         """Mean per-row bound on ln p(Y_n) (the local terms given the global factors, with the
         transform's Jacobian, so it is a density of the proportions)."""
-        obs, _, g, local, jacobian = self._local(X, groups)
-        value = bound(obs, g, self._prior(), *local, tables(g), local_only=True)
-        return float(value / obs.x.shape[0] + jacobian.mean())
+        obs, _, g, local, log_jacobian = self._local(X, groups)
+        return float(local_bound(obs, g, *local, tables(g)) / obs.x.shape[0] + log_jacobian.mean())

@@ -63,6 +63,7 @@ from torch.distributions import Beta, Dirichlet, Gamma, kl_divergence
 from bnpzoo.inference.beta_normaliser import expected_log_normaliser, shape_slopes
 from bnpzoo.inference.conjugate import expected_log_weights
 from bnpzoo.inference.kmeans import kmeans
+from bnpzoo.inference.optim import decaying_step
 from bnpzoo.ops import conjugate_sticks, softmax_, squared_distances
 
 GUARD_HALVINGS = 8  # step halvings tried before a Gamma update is refused
@@ -97,25 +98,26 @@ class Globals:
 
 @dataclass
 class Observations:
-    """x sorted by group, with ln x, ln(1 - x), and each group's rows as a slice."""
+    """x sorted by group, with ln x, ln(1 - x), the rows per group and each group's rows as a slice."""
 
     x: torch.Tensor
     lx: torch.Tensor
     l1x: torch.Tensor
     groups: torch.Tensor
+    sizes: torch.Tensor  # (M,) rows per group, in x's dtype
     slices: list  # (group, slice) for every group that has rows
 
     @classmethod
-    def of(cls, x: torch.Tensor, groups: torch.Tensor) -> "Observations":
+    def of(cls, x: torch.Tensor, groups: torch.Tensor, n_groups: int) -> "Observations":
         """``x`` and ``groups`` must already be sorted by group."""
-        counts = torch.bincount(groups).tolist()
-        ends = [0, *torch.tensor(counts).cumsum(0).tolist()]
-        slices = [(j, slice(ends[j], ends[j + 1])) for j in range(len(counts)) if counts[j]]
-        return cls(x, x.log(), torch.log1p(-x), groups, slices)
+        counts = torch.bincount(groups, minlength=n_groups)
+        ends = [0, *counts.cumsum(0).tolist()]  # one host sync: the loops over groups need the slices
+        slices = [(j, slice(ends[j], ends[j + 1])) for j in range(n_groups) if ends[j + 1] > ends[j]]
+        return cls(x, x.log(), torch.log1p(-x), groups, counts.to(x.dtype), slices)
 
     def rows(self, index) -> "Observations":
         """A subset of rows (kept in group order when ``index`` is sorted)."""
-        return Observations.of(self.x[index], self.groups[index])
+        return Observations.of(self.x[index], self.groups[index], self.sizes.shape[0])
 
 
 # -- expectations ------------------------------------------------------------------------------
@@ -133,6 +135,16 @@ def tables(g: Globals) -> dict:
     return out
 
 
+def saliency_mean(g: Globals) -> torch.Tensor:
+    """E[eps_l1] per feature."""
+    return g.saliency[:, 0] / g.saliency.sum(-1)
+
+
+def saliency_factor(f: torch.Tensor, prior: Prior, scale: float = 1.0) -> torch.Tensor:
+    """q(eps)'s optimum given the relevances f: (xi1 + sum_n f_nl, xi2 + sum_n (1 - f_nl)), sums times scale."""
+    return torch.stack([prior.xi[0] + scale * f.sum(0), prior.xi[1] + scale * (1 - f).sum(0)], -1)
+
+
 def expected_log_saliency(g: Globals) -> tuple[torch.Tensor, torch.Tensor]:
     xi = g.saliency
     total = torch.digamma(xi.sum(-1))
@@ -147,10 +159,6 @@ def component_log_lik(obs: Observations, f: torch.Tensor, tab: dict) -> torch.Te
 def background_log_lik(obs: Observations, tab: dict) -> torch.Tensor:
     """B_nl, (N, D)."""
     return tab["R_bg"] + tab["a_bg"] * obs.lx + tab["b_bg"] * obs.l1x
-
-
-def _log_softmax(t):
-    return t - torch.logsumexp(t, -1, keepdim=True)
 
 
 def _log(p):
@@ -197,7 +205,7 @@ def local_step(obs: Observations, g: Globals, tab: dict, *, iters: int, f=None):
     Returns (rho, r, f, lik) with lik computed from the f that rho and r saw."""
     log_eps = expected_log_saliency(g)
     if f is None:
-        f = (g.saliency[:, 0] / g.saliency.sum(-1)).expand_as(obs.x).clone()
+        f = saliency_mean(g).expand_as(obs.x).clone()
     log_theta, log_pi = _log(g.theta), expected_log_weights(*_pair(g.group_sticks))
     for _ in range(iters):
         lik = component_log_lik(obs, f, tab)
@@ -266,24 +274,24 @@ def _entropy(p: torch.Tensor) -> torch.Tensor:
     return -torch.special.xlogy(p, p).sum()
 
 
-def bound(obs: Observations, g: Globals, prior: Prior, rho, r, f, lik, tab, *, local_only=False) -> torch.Tensor:
-    """The bound of the module docstring for the rows of ``obs`` with their local factors, the
-    global terms once (``lik`` is L from ``f``); ``local_only``: the rows' terms alone."""
+def local_bound(obs: Observations, g: Globals, rho, r, f, lik, tab) -> torch.Tensor:
+    """The rows' terms of the bound (module docstring) with their local factors; ``lik`` is L from ``f``."""
     log_eps = expected_log_saliency(g)
     log_pi = expected_log_weights(*_pair(g.group_sticks))
-    log_psi = expected_log_weights(*_pair(g.global_sticks))
     data = (r * lik).sum() + ((1 - f) * background_log_lik(obs, tab)).sum()
     relevance_terms = (f * log_eps[0] + (1 - f) * log_eps[1]).sum() + _entropy(f) + _entropy(1 - f)
-    z_terms = (rho * log_pi[obs.groups]).sum() + _entropy(rho)
-    if local_only:
-        return data + relevance_terms + z_terms
-    w_terms = (g.theta * log_psi).sum() + _entropy(g.theta)
+    return data + relevance_terms + (rho * log_pi[obs.groups]).sum() + _entropy(rho)
+
+
+def global_bound(g: Globals, prior: Prior) -> torch.Tensor:
+    """The bound's terms of the global factors: q(W) against psi, and minus the KL divergences."""
+    w_terms = (g.theta * expected_log_weights(*_pair(g.global_sticks))).sum() + _entropy(g.theta)
     one, ones = torch.ones_like(g.group_sticks[..., 0]), torch.ones_like(g.global_sticks[:, 0])
     kl = (kl_divergence(Beta(*_pair(g.group_sticks)), Beta(one, one * prior.lam)).sum()
           + kl_divergence(Beta(*_pair(g.global_sticks)), Beta(ones, ones * prior.gamma)).sum()
           + kl_divergence(Dirichlet(g.saliency), Dirichlet(g.saliency.new_tensor(prior.xi).expand_as(g.saliency))).sum()
           + sum(_gamma_kl(getattr(g, name), prior) for name in ("alpha", "beta", "alpha_bg", "beta_bg")))
-    return data + relevance_terms + z_terms + w_terms - kl
+    return w_terms - kl
 
 
 # -- the start -----------------------------------------------------------------------------------
@@ -299,11 +307,14 @@ def _moments(x, weights, counts, prior: Prior):
             torch.stack([(1 - mean) * spread * strength, strength.expand_as(mean)], -1))
 
 
-def initial_globals(obs: Observations, n_groups: int, truncation: int, group_truncation: int, prior: Prior, *,
-                    n_init: int, seed: int, scale: float = 1.0, group_scale=None) -> Globals:
+def initial_globals(obs: Observations, truncation: int, group_truncation: int, prior: Prior, *,
+                    n_init: int, seed: int, data_sizes=None) -> Globals:
     """Algorithm 1, step 3: K-means clusters (sorted by size) give the components' Beta
     parameters, all rows the background's, and each group's atoms its most frequent clusters.
-    ``scale`` (and ``group_scale`` per group) scale counts up from a sample to the data."""
+    ``obs`` may be a sample of the data, whose rows per group are ``data_sizes``: counts are then
+    scaled up to the data, group by group."""
+    n_groups = obs.sizes.shape[0]
+    data_sizes = obs.sizes if data_sizes is None else data_sizes
     x, z = obs.x, torch.logit(obs.x)
     # K-means on at most KMEANS_ROWS_PER_ATOM * K rows (evenly spaced: every group is represented), then
     # every row to its nearest centre: on 100,000 x 64 the full K-means took half the batch fit
@@ -324,10 +335,9 @@ def initial_globals(obs: Observations, n_groups: int, truncation: int, group_tru
     theta = x.new_full((n_groups, group_truncation, truncation), 1.0 / truncation)
     theta[:, : top.shape[1]] = torch.nn.functional.one_hot(top, truncation).to(x.dtype)
     theta = 0.98 * theta + 0.02 / truncation  # keep every atom reachable
-    n = x.shape[0] * scale
+    n = float(data_sizes.sum())
     half = x.new_tensor([prior.xi[0] + n / 2, prior.xi[1] + n / 2]).expand(x.shape[1], 2).clone()
-    gscale = group_scale if group_scale is not None else torch.ones(n_groups, dtype=x.dtype, device=x.device)
-    slot_counts = (per_group * gscale[:, None]).gather(1, top)
+    slot_counts = (per_group * (data_sizes / obs.sizes.clamp_min(1))[:, None]).gather(1, top)
     slot_counts = torch.cat([slot_counts, slot_counts.new_zeros(n_groups, group_truncation - slot_counts.shape[1])], 1)
     return Globals(theta=theta, group_sticks=stick_factors(slot_counts, prior.lam),
                    global_sticks=stick_factors(theta.sum((0, 1)), prior.gamma), saliency=half,
@@ -340,51 +350,47 @@ def batch_iteration(obs: Observations, g: Globals, prior: Prior, f: torch.Tensor
     from, r)."""
     tab = tables(g)
     lik = component_log_lik(obs, f, tab)
-    rho, r = assign(obs, lik, _log(g.theta), expected_log_weights(*_pair(g.group_sticks)))
-    value = bound(obs, g, prior, rho, r, f, lik, tab)
+    log_pi = expected_log_weights(*_pair(g.group_sticks))
+    rho, r = assign(obs, lik, _log(g.theta), log_pi)
+    value = local_bound(obs, g, rho, r, f, lik, tab) + global_bound(g, prior)
     # q(W) from q(Z), then q(Z) again (each exact), then q(phi), the sticks, q(eps), the Gammas
     n_groups = g.theta.shape[0]
     log_psi = expected_log_weights(*_pair(g.global_sticks))
     theta = torch.softmax(group_atoms(obs, rho, lik, n_groups) + log_psi, -1)
-    rho, r = assign(obs, lik, _log(theta), expected_log_weights(*_pair(g.group_sticks)))
+    rho, r = assign(obs, lik, _log(theta), log_pi)
     f = relevance(obs, r, tab, expected_log_saliency(g))
     g = g.replace(theta=theta, group_sticks=stick_factors(group_counts(obs, rho, n_groups), prior.lam),
-                  global_sticks=stick_factors(theta.sum((0, 1)), prior.gamma),
-                  saliency=torch.stack([prior.xi[0] + f.sum(0), prior.xi[1] + (1 - f).sum(0)], -1))
+                  global_sticks=stick_factors(theta.sum((0, 1)), prior.gamma), saliency=saliency_factor(f, prior))
     g = guarded_gamma_update(g, gamma_statistics(obs, r, f), prior)
     return g, f, value, r
 
 
 # -- Algorithm 2: online VI ----------------------------------------------------------------------
-def learning_rate(step: int, offset: float, decay: float) -> float:
-    """zeta_r = (eta0 + r)^(-kappa), [HDP-GD] Algorithm 2 step 7."""
-    return (offset + step) ** (-decay)
-
-
 def online_step(batch: Observations, g: Globals, prior: Prior, *, n_total: int, group_sizes: torch.Tensor,
-                zeta: float, local_iters: int = 3):
-    """Algorithm 2 for one minibatch: the local factors, then every global factor a natural-gradient
-    step zeta towards its optimum computed from the minibatch (module docstring). Returns (globals,
-    r of the minibatch, the bound estimated from it: its rows' terms scaled by N / |B|, the global
+                step: int, offset: float, decay: float, local_iters: int = 3):
+    """Algorithm 2 for minibatch number ``step``: the local factors, then every global factor a
+    natural-gradient step zeta_r = (eta0 + r)^(-kappa) (``offset``, ``decay``; Algorithm 2 step 7)
+    towards its optimum computed from the minibatch (module docstring). Returns (globals, r of
+    the minibatch, the bound estimated from it: its rows' terms scaled by N / |B|, the global
     terms once)."""
+    zeta = decaying_step(step, offset, decay)
     tab = tables(g)
     rho, r, f, lik = local_step(batch, g, tab, iters=local_iters)
     n_groups = g.theta.shape[0]
-    present = torch.bincount(batch.groups, minlength=n_groups).to(batch.x.dtype)
+    present = batch.sizes
     scale = torch.where(present > 0, group_sizes / present.clamp_min(1), torch.zeros_like(present))
     seen = present > 0
     log_psi = expected_log_weights(*_pair(g.global_sticks))
-    target_theta = _log_softmax(group_atoms(batch, rho, lik, n_groups, scale) + log_psi)
+    target_theta = torch.log_softmax(group_atoms(batch, rho, lik, n_groups, scale) + log_psi, -1)
     theta = torch.where(seen[:, None, None], torch.softmax((1 - zeta) * _log(g.theta) + zeta * target_theta, -1),
                         g.theta)
     sticks = stick_factors(group_counts(batch, rho, n_groups, scale), prior.lam)
     group_sticks = torch.where(seen[:, None, None], (1 - zeta) * g.group_sticks + zeta * sticks, g.group_sticks)
     n_scale = n_total / batch.x.shape[0]
-    saliency = torch.stack([prior.xi[0] + n_scale * f.sum(0), prior.xi[1] + n_scale * (1 - f).sum(0)], -1)
+    saliency = saliency_factor(f, prior, n_scale)
     target = gamma_targets(g, gamma_statistics(batch, r, f, n_scale), prior)
     moved = {name: (1 - zeta) * getattr(g, name) + zeta * value for name, value in target.items()}
-    local = bound(batch, g, prior, rho, r, f, lik, tab, local_only=True)
-    estimate = local * n_scale + (bound(batch, g, prior, rho, r, f, lik, tab) - local)
+    estimate = local_bound(batch, g, rho, r, f, lik, tab) * n_scale + global_bound(g, prior)
     g = g.replace(theta=theta, group_sticks=group_sticks,
                   global_sticks=(1 - zeta) * g.global_sticks + zeta * stick_factors(theta.sum((0, 1)), prior.gamma),
                   saliency=(1 - zeta) * g.saliency + zeta * saliency, **moved)

@@ -17,7 +17,8 @@ from bnpzoo.distributions import GeneralizedDirichlet
 from bnpzoo.guides.hdp_gd import guide
 from bnpzoo.hdp_gd import HDPGD
 from bnpzoo.inference.beta_normaliser import expected_log_normaliser
-from bnpzoo.inference.hdp_gd import Globals, Observations, bound, gamma_statistics, local_step, tables
+from bnpzoo.inference.hdp_gd import (Globals, Observations, gamma_statistics, global_bound, local_bound, local_step,
+                                     tables)
 from bnpzoo.metrics import nmi
 from bnpzoo.models.hdp_gd import model
 from bnpzoo.ops import geometric_transform, inverse_geometric_transform
@@ -97,10 +98,10 @@ def test_the_closed_form_bound_is_pyros_elbo_of_the_model_and_guide_up_to_the_ta
     g = Globals(**est.posterior_)
     x = geometric_transform(torch.as_tensor(ds.X[:, :-1], dtype=torch.float64), torch.as_tensor(ds.X[:, -1]))
     order = np.argsort(ds.groups, kind="stable")
-    obs = Observations.of(x[order].float(), torch.as_tensor(ds.groups[order]))
+    obs = Observations.of(x[order].float(), torch.as_tensor(ds.groups[order]), 2)
     prior, tab = est._prior(), tables(g)
     rho, r, f, lik = local_step(obs, g, tab, iters=5)
-    closed = float(bound(obs, g, prior, rho, r, f, lik, tab))
+    closed = float(local_bound(obs, g, rho, r, f, lik, tab) + global_bound(g, prior))
     stats = gamma_statistics(obs, r, f)
     torch.manual_seed(0)
     taylor_gap = 0.0
