@@ -26,11 +26,12 @@ from bnpzoo._validation import Interval, OneOf, check_array
 from bnpzoo.base import Estimator
 from bnpzoo.inference.conjugate import expected_log_weights
 from bnpzoo.inference.hdp_gd import (Globals, Observations, Prior, batch_iteration, converged, initial_globals,
-                                     local_bound, local_step, online_step, saliency_mean, tables)
+                                     local_bound, local_step, merge_moves, online_step, saliency_mean, tables)
 from bnpzoo.ops import geometric_transform, log_remaining_mass, normalise_histograms
 
 INFERENCE = ("vi", "online-vi")
 LOCAL_ITERS = 5  # rounds of q(Z), q(phi) for data the fit has not seen
+MERGE_CHECKS_PER_PASS = 10  # online-vi: merges are tried after at most about this many minibatches a pass
 
 
 def _unsort(values: torch.Tensor, order: torch.Tensor) -> torch.Tensor:
@@ -76,6 +77,10 @@ class HDPGD(Estimator):
     batch_size : online-vi's minibatch (default min(N, 200)).
     learning_offset, learning_decay : eta0 and kappa of zeta_r = (eta0 + r)^(-kappa), eq. (32)
         needs 0.5 < kappa <= 1.
+    merges : merge candidates tried at each check (vi: whenever the bound has converged, and the
+        fit goes on while a merge is kept; online-vi: after about 10 evenly spaced minibatches a
+        pass, judged on the minibatch); a merge is kept only when the bound rises. Default 5 (vi)
+        or 1 (online-vi); 0 turns merges off.
     n_init : K-means restarts of the start. random_state, dtype, device, verbose as elsewhere.
 
     Fitted attributes: ``labels_`` (global atom of each training row, by the fitted q), ``saliency_``
@@ -105,6 +110,7 @@ class HDPGD(Estimator):
         "batch_size": Interval(int, 1, optional=True),
         "learning_offset": Interval(float, 0),
         "learning_decay": Interval(float, 0.5, 1.0, low_open=True),
+        "merges": Interval(int, 0, optional=True),
         "n_init": Interval(int, 1),
         "dtype": OneOf("float32", "float64"),
         "random_state": Interval(int, 0, optional=True),
@@ -118,8 +124,9 @@ class HDPGD(Estimator):
                  lam: float = 1.0, xi1: float = 1.0, xi2: float = 1.0, prior_shape: float = 1.0,
                  prior_rate: float = 0.01, input: str = "proportions", floor: float = 0.05,
                  max_iter: int | None = None, tol: float = 1e-4, batch_size: int | None = None,
-                 learning_offset: float = 1.0, learning_decay: float = 0.6, n_init: int = 3, dtype: str = "float32",
-                 device: str | None = None, random_state: int | None = None, verbose: bool = False):
+                 learning_offset: float = 1.0, learning_decay: float = 0.6, merges: int | None = None,
+                 n_init: int = 3, dtype: str = "float32", device: str | None = None,
+                 random_state: int | None = None, verbose: bool = False):
         self._store(locals())
 
     # -- input ---------------------------------------------------------------------------------
@@ -203,6 +210,9 @@ class HDPGD(Estimator):
                 trace.append(float(value))  # one host sync an iteration: the convergence test reads it
                 bar.update()
                 if converged(trace, self.tol, n):
+                    g, f, kept = merge_moves(obs, g, prior, f, candidates=self._merges())
+                    if kept:  # the merged state is iterated to convergence again
+                        continue
                     self.converged_ = True
                     break
         self.n_iter_, self.n_passes_ = it + 1, it + 1
@@ -227,6 +237,9 @@ class HDPGD(Estimator):
         self.n_iter_, self.n_passes_, self.converged_ = step, passes, True
         return g, r, torch.stack(estimates).tolist()
 
+    def _merges(self) -> int:
+        return (5 if self.inference == "vi" else 1) if self.merges is None else self.merges
+
     def _batch_size(self, n: int) -> int:
         return min(n, self.batch_size or 200)
 
@@ -236,12 +249,16 @@ class HDPGD(Estimator):
         loop) and their rows' r written into ``r`` when given. Returns (globals, the last step)."""
         prior, n = self._prior(), obs.x.shape[0]
         batch_size = self._batch_size(n)
+        every = max(1, -(-n // batch_size) // MERGE_CHECKS_PER_PASS)
         for start in range(0, n, batch_size):
             rows = perm[start : start + batch_size].sort().values  # group order within the batch
             step += 1
-            g, r_batch, estimate = online_step(obs.rows(rows), g, prior, n_total=n, group_sizes=obs.sizes, step=step,
-                                               offset=self.learning_offset, decay=self.learning_decay)
+            batch = obs.rows(rows)
+            g, r_batch, f, estimate = online_step(batch, g, prior, n_total=n, group_sizes=obs.sizes, step=step,
+                                                  offset=self.learning_offset, decay=self.learning_decay)
             estimates.append(estimate)
+            if step % every == 0:
+                g, _, _ = merge_moves(batch, g, prior, f, candidates=self._merges(), scale=n / len(rows))
             if r is not None:
                 r[rows] = r_batch
             if bar is not None:

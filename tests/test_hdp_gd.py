@@ -17,8 +17,8 @@ from bnpzoo.distributions import GeneralizedDirichlet
 from bnpzoo.guides.hdp_gd import guide
 from bnpzoo.hdp_gd import HDPGD
 from bnpzoo.inference.beta_normaliser import expected_log_normaliser
-from bnpzoo.inference.hdp_gd import (Globals, Observations, gamma_statistics, global_bound, local_bound, local_step,
-                                     tables)
+from bnpzoo.inference.hdp_gd import (Globals, Observations, batch_iteration, bound_at, gamma_statistics, global_bound,
+                                     local_bound, local_step, merge_moves, merged, saliency_mean, tables)
 from bnpzoo.metrics import nmi
 from bnpzoo.models.hdp_gd import model
 from bnpzoo.ops import geometric_transform, inverse_geometric_transform
@@ -163,6 +163,51 @@ def test_predictions_of_the_fit_agree_with_its_labels_and_the_global_mixture_is_
     assert proba.shape == (5, 30) and np.allclose(proba.sum(1), 1, atol=1e-5)
     assert np.isfinite(batch_fit.score(drawn.X, drawn.groups))
     assert batch_fit.relevance(drawn.X[:3], drawn.groups[:3]).shape == (3, 24)
+
+
+# -- merge moves ------------------------------------------------------------------------------------
+def _converged_state(est, ds):
+    obs = est._observations(ds.X, ds.groups, torch.device("cpu"))[0]
+    g = Globals(**est.posterior_)
+    return obs, g, saliency_mean(g).expand_as(obs.x).clone()
+
+
+def test_a_merge_moves_q_w_and_adds_the_gamma_factors_data_parts(drawn, batch_fit):
+    g, prior = Globals(**batch_fit.posterior_), batch_fit._prior()
+    out = merged(g, prior, keep=0, drop=3)
+    assert torch.allclose(out.theta.sum(-1), g.theta.sum(-1)) and (out.theta[..., 3] == 0).all()
+    base = torch.tensor([prior.shape, prior.rate])
+    for name in ("alpha", "beta"):
+        before, after = getattr(g, name), getattr(out, name)
+        assert torch.allclose(after[0] - base, (before[0] - base) + (before[3] - base))
+        assert (after[3] == base).all() and torch.equal(after[1:3], before[1:3])
+
+
+def test_merges_join_split_atoms_raise_the_bound_and_keep_the_batch_trace_monotone():
+    ds = data.load("digits-proportions")
+    plain = HDPGD(random_state=0, merges=0).fit(ds.X, ds.groups)  # stops at a fixed point
+    obs, g, f = _converged_state(plain, ds)
+    prior = plain._prior()
+    g2, f2, kept = merge_moves(obs, g, prior, f, candidates=5)
+    after = bound_at(obs, g2, prior, f)[0]  # the bound merge_moves kept
+    assert kept >= 1 and after > bound_at(obs, g, prior, f)[0]
+    # the next batch iteration, started from the f that merge_moves returns, records at least that bound
+    assert batch_iteration(obs, g2, prior, f2)[2] >= after - 1e-6 * abs(after)
+    trace = np.array(HDPGD(random_state=0).fit(ds.X, ds.groups).elbo_trace_)
+    assert np.diff(trace).min() >= -1e-6 * np.abs(trace).max() and trace[-1] > plain.elbo_trace_[-1]
+
+
+def test_distinct_atoms_are_not_merged(drawn, batch_fit):
+    obs, g, f = _converged_state(batch_fit, drawn)
+    assert merge_moves(obs, g, batch_fit._prior(), f, candidates=20)[2] == 0
+
+
+def test_online_vi_reaches_the_batch_nmi_with_merges_and_not_without(drawn, batch_fit):
+    batch = nmi(drawn.labels, batch_fit.labels_)
+    online = HDPGD(inference="online-vi", random_state=0).fit(drawn.X, drawn.groups)
+    assert nmi(drawn.labels, online.labels_) >= batch - 0.02 and online.n_passes_ <= 3
+    plain = HDPGD(inference="online-vi", random_state=0, merges=0).fit(drawn.X, drawn.groups)
+    assert plain.n_clusters_ > online.n_clusters_
 
 
 # -- online VI --------------------------------------------------------------------------------------
