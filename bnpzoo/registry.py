@@ -28,7 +28,9 @@ class Entry:
             if name in COMMON:
                 continue
             kwargs = {"dest": name, "default": None, "help": f"{constraint.describe()}"}
-            if isinstance(constraint, OneOf):
+            if isinstance(constraint, OneOf) and set(constraint.options) == {True, False}:
+                kwargs.update(action="store_const", const=True, help="on (off by default)")
+            elif isinstance(constraint, OneOf):
                 kwargs["choices"] = constraint.options
             elif isinstance(constraint, (Interval, Scale)):
                 kwargs["type"] = int if constraint.kind is int else float

@@ -61,6 +61,24 @@ checks with Geweke's joint-distribution test):
     step 7  concentrations alpha_s under Gamma(0.1, 0.1) (section 5.1, or another Gamma): a random-walk Metropolis
             step on ln alpha_s, one source at a time (the Dirichlet of c_t couples them).
 
+The document level (``Problem.documents``, ``models.coupled_dp``): theta_d ~ Dir(b D_t) for each
+document d of group t, and z_di ~ theta_d. Gibbs by direct assignment (Teh et al. 2006, sec. 5.3)
+with theta_d integrated out, p(z_d | D_t) = G(b) / G(b + n_d) prod_k G(b D_t(k) + n_dk) / G(b D_t(k)).
+Since G(a + n) / G(a) = sum_m |s(n, m)| a^m (unsigned Stirling numbers of the first kind), the
+auxiliary table counts m_dk, p(m_dk = m | n_dk, D_t) propto |s(n_dk, m)| (b D_t(k))^m, give
+
+    p(z, m | D)  propto  prod_dk |s(n_dk, m_dk)| b^m_dk D_t(k)^m_dk,
+
+in which D_t enters exactly as it does without documents, with m_tk = sum_{d in t} m_dk in place
+of the labels per group. So steps 2-7 run unchanged on the tables (``mixture_counts``), and step 1
+draws (z, m) as one block: each token from
+    p(z_di = k | .)  propto  (n_dk^-di + b D_t(k)) (n_kw^-di + beta) / (n_k^-di + V beta)
+(``coupled_numba.document_labels``), then m given z by Antoniak's scheme (``draw_tables``: the
+j-th token of atom k in document d, j = 0, 1, ..., opens a table with probability b D_t(k) /
+(b D_t(k) + j)). The split-merge moves are off: they move tokens under the group-level
+likelihood. As b grows every token opens a table (m = n) and theta_d -> D_t: the model without
+documents.
+
 Sources with q_ts = 0 are never inherited by group t; c_ts is then 0 and the Dirichlet densities
 run over the sources with q_ts > 0. Steps 1 (words), 2 and 5 run on the CPU; the others run
 where the data lie, except on cells, where the whole sweep runs compiled on the CPU.
@@ -86,6 +104,7 @@ class GibbsState:
     coeffs: torch.Tensor  # (T, S)
     inherit: torch.Tensor  # (T, K) in {0, 1}
     z: torch.Tensor  # (N,) long
+    tables: torch.Tensor | None = None  # (T, K) m_tk, the document level's table counts per group
 
 
 @dataclass(frozen=True)
@@ -111,6 +130,9 @@ class Problem:
     # words as (group, word) cells (``cells``): x and groups hold one entry per cell, multiplicity
     # its tokens, and the labels z are (C, K) counts; step 1 is then blocked
     multiplicity: torch.Tensor | None = None
+    # the document level: the document of each token (0..D-1, tokens sorted by document), and b
+    documents: torch.Tensor | None = None
+    doc_concentration: float = 1.0
 
     @property
     def sizes(self):
@@ -121,6 +143,8 @@ class Problem:
         """The keyword arguments of ``models.coupled_dp.model`` for this problem."""
         kwargs = dict(groups=self.groups, q=self.q, atoms_per_source=self.atoms_per_source, family=self.family,
                       alpha=self.alpha, alpha_prior=self.alpha_prior)
+        if self.documents is not None:
+            kwargs.update(documents=self.documents, doc_concentration=self.doc_concentration)
         if self.family == "categorical":
             return dict(kwargs, vocab_size=self.vocab_size, beta=self.beta)
         return dict(kwargs, prior_mean=self.prior_mean, prior_kappa=self.prior_kappa, prior_shape=self.prior_shape,
@@ -135,7 +159,19 @@ class Problem:
     def token_moves(self) -> int:
         """Split-merge moves per group and step: words by token only (the Gaussian atoms are not
         collapsed; the moves carry tokens, not cell counts)."""
-        return self.split_merge_moves if self.family == "categorical" and self.multiplicity is None else 0
+        words_by_token = self.family == "categorical" and self.multiplicity is None and self.documents is None
+        return self.split_merge_moves if words_by_token else 0
+
+    @cached_property
+    def document_starts(self) -> np.ndarray:
+        """Where each document's tokens start, and N last (the document level)."""
+        documents = _numpy(self.documents, np.int64)
+        return np.searchsorted(documents, np.arange(documents[-1] + 2)).astype(np.int64)
+
+    @cached_property
+    def document_groups(self) -> torch.Tensor:
+        """(D,) the group of each document."""
+        return self.groups[torch.from_numpy(self.document_starts[:-1]).to(self.groups.device)]
 
     @cached_property
     def group_order(self) -> tuple:
@@ -177,6 +213,37 @@ def label_counts(problem: Problem, z: torch.Tensor) -> torch.Tensor:
     return counts.view(t, k)
 
 
+def mixture_counts(problem: Problem, state: GibbsState) -> torch.Tensor:
+    """(T, K) the counts through which the labels see D_t, p(labels | D) propto prod_tk D_t(k)^count:
+    the tables m_tk with the document level, the labels m_tk otherwise."""
+    return state.tables if problem.documents is not None else label_counts(problem, state.z)
+
+
+def document_counts(problem: Problem, z: torch.Tensor) -> tuple:
+    """The nonzero n_dk of the document level: (document, atom, count) of each, one sort of N keys."""
+    k = problem.sizes[2]
+    keys, counts = torch.unique(problem.documents * k + z, return_counts=True)
+    return keys // k, keys % k, counts
+
+
+def draw_tables(problem: Problem, z: torch.Tensor, mixing: torch.Tensor) -> torch.Tensor:
+    """m_tk = sum over group t's documents of m_dk, each m_dk drawn by Antoniak's scheme from
+    p(m | n_dk, b D_t(k)) propto |s(n_dk, m)| (b D_t(k))^m: the j-th token (j = 0, 1, ...) of
+    atom k in document d opens a table with probability b D_t(k) / (b D_t(k) + j). Vectorised:
+    a token's rank within its (document, atom) cell from one stable sort."""
+    t, _, k = problem.sizes
+    keys = problem.documents * k + z
+    order = torch.argsort(keys, stable=True)
+    _, cell_sizes = torch.unique_consecutive(keys[order], return_counts=True)
+    starts = torch.repeat_interleave(torch.cumsum(cell_sizes, 0) - cell_sizes, cell_sizes)
+    rank = torch.empty_like(order)
+    rank[order] = torch.arange(len(order), device=order.device) - starts
+    prior = problem.doc_concentration * mixing[problem.groups, z]
+    opens = (torch.rand(len(z), dtype=mixing.dtype, device=z.device) * (prior + rank) < prior).to(mixing.dtype)
+    tables = torch.zeros(t * k, dtype=mixing.dtype, device=z.device)
+    return tables.index_add_(0, problem.groups * k + z, opens).view(t, k)
+
+
 def gaussian_log_density(x: torch.Tensor, params: dict) -> torch.Tensor:
     """ln N(x_n; mean_k, diag(1 / precision_k)), (N, K), through matrix products."""
     lam, mu = params["precision"], params["mean"]
@@ -214,26 +281,31 @@ def collapsed_word_log_likelihood(problem: Problem, z: torch.Tensor) -> torch.Te
     sum_k [ln G(V beta) - ln G(n_k + V beta) + sum_w (ln G(n_kw + beta) - ln G(beta))]."""
     _, _, k = problem.sizes
     dtype = problem.q.dtype
-    if problem.multiplicity is not None:  # cells: the count table itself
-        table = word_counts(problem, z)
-        used, totals = table[table > 0], table.sum(1)
-    else:
-        keys = z * problem.vocab_size + problem.x
-        if k * problem.vocab_size <= len(keys):  # the nonzero n_kw: a K x V count table when it is no larger
-            used = torch.bincount(keys, minlength=k * problem.vocab_size)  # than the data (O(N + K V)), else a sort
-            used = used[used > 0]
-        else:
-            _, used = torch.unique(keys, return_counts=True)
-        totals = torch.bincount(z, minlength=k).to(dtype)  # n_k
+    if problem.multiplicity is None:  # tokens: compiled, one pass (``coupled_numba``)
+        value = coupled_numba.collapsed_log_likelihood(problem.host_arrays[0], _numpy(z, np.int64),
+                                                       problem.vocab_size, k, float(problem.beta))
+        return torch.tensor(value, dtype=dtype, device=z.device)
+    table = word_counts(problem, z)  # cells: the count table itself
+    used, totals = table[table > 0], table.sum(1)
     beta, vbeta = torch.tensor(problem.beta, dtype=dtype), torch.tensor(problem.vocab_size * problem.beta, dtype=dtype)
     return (torch.lgamma(vbeta) * k - torch.lgamma(totals + vbeta).sum()
             + (torch.lgamma(used.to(dtype) + beta) - torch.lgamma(beta)).sum())
 
 
 def label_log_likelihood(problem: Problem, state: GibbsState) -> torch.Tensor:
-    """ln p(z | weights, inheritance, coefficients) = sum_tk m_tk ln D_t(k)."""
-    counts = label_counts(problem, state.z)
+    """ln p(z | weights, inheritance, coefficients) = sum_tk m_tk ln D_t(k); with the document
+    level, theta_d integrated out: sum_d [ln G(b) - ln G(b + n_d) + sum_k (ln G(b D_t(k) + n_dk) -
+    ln G(b D_t(k)))]."""
     mix = mixing_weights(state.coeffs, state.inherit, state.weight, state.source, problem.sizes[1])
+    if problem.documents is not None:
+        doc, atom, n = document_counts(problem, state.z)
+        prior = problem.doc_concentration * mix[problem.document_groups[doc], atom]
+        b = torch.tensor(problem.doc_concentration, dtype=mix.dtype)
+        n_docs = len(problem.document_starts) - 1
+        lengths = torch.from_numpy(np.diff(problem.document_starts)).to(mix)
+        return (n_docs * torch.lgamma(b) - torch.lgamma(b + lengths).sum()
+                + (torch.lgamma(prior + n) - torch.lgamma(prior)).sum())
+    counts = label_counts(problem, state.z)
     return torch.where(counts > 0, counts * mix.log(), torch.zeros_like(mix)).sum()
 
 
@@ -256,7 +328,7 @@ def prior_labels(problem: Problem, state: GibbsState) -> GibbsState:
         members = problem.groups == t
         if members.any():
             z[members] = torch.multinomial(mix[t], int(members.sum()), replacement=True)
-    return replace(state, z=z)
+    return replace(state, z=z) if problem.documents is None else with_tables(problem, replace(state, z=z))
 
 
 def _numpy(tensor, dtype=np.float64):
@@ -281,6 +353,13 @@ def update_labels(problem: Problem, state: GibbsState) -> GibbsState:  # step 1
         coupled_numba.blocked_labels(*problem.host_arrays, z, _numpy(mix), problem.vocab_size, float(problem.beta),
                                      int(torch.randint(2**31 - 1, ())))
         return replace(state, z=torch.from_numpy(z).to(state.z))
+    if problem.documents is not None:  # theta_d collapsed, then the tables: one blocked step for (z, m)
+        z = _numpy(state.z, np.int64)
+        coupled_numba.document_labels(*problem.host_arrays, problem.document_starts, z, _numpy(mix),
+                                      float(problem.doc_concentration), problem.vocab_size, float(problem.beta),
+                                      _numpy(torch.rand(z.shape[0], dtype=torch.float64)))
+        z = torch.from_numpy(z).to(state.z.device)
+        return replace(state, z=z, tables=draw_tables(problem, z, mix))
     if problem.family == "categorical":
         z = _numpy(state.z, np.int64)
         # D_t(k) below 1e-30 of the group's largest are flushed to 0: even K of them would not
@@ -302,7 +381,7 @@ def _move_atoms(problem: Problem, state: GibbsState, move_owner: bool) -> GibbsS
     shape = state.alpha / problem.atoms_per_source
     weight_prior = torch.distributions.Gamma(shape, 1.0, validate_args=False).log_prob(state.weight[:, None])
     q = problem.q.double()
-    coupled_numba.move_atoms(_numpy(label_counts(problem, state.z)), inherit, source, _numpy(state.weight),
+    coupled_numba.move_atoms(_numpy(mixture_counts(problem, state)), inherit, source, _numpy(state.weight),
                              _numpy(state.coeffs), _numpy(q.log()), _numpy(torch.log1p(-q)), _numpy(weight_prior),
                              _numpy(torch.rand(k, t + 1, dtype=torch.float64)), move_owner)
     return replace(state, inherit=torch.from_numpy(inherit).to(state.inherit),
@@ -316,7 +395,7 @@ def update_inheritance(problem: Problem, state: GibbsState) -> GibbsState:  # st
 def update_coefficients(problem: Problem, state: GibbsState) -> GibbsState:  # step 3
     _, s, _ = problem.sizes
     owner, effective, mass = inherited_mass(state.inherit, state.weight, state.source, s)
-    per_source = label_counts(problem, state.z) @ owner  # n_ts
+    per_source = mixture_counts(problem, state) @ owner  # n_ts
     if problem.token_moves:  # with c_t integrated out
         log_share = state.weight.log() - mass[:, state.source].clamp_min(torch.finfo(mass.dtype).tiny).log()
         state, per_source = _split_merge(problem, state, effective, per_source, log_share, state.alpha * problem.q,
@@ -382,7 +461,7 @@ def update_sources(problem: Problem, state: GibbsState) -> GibbsState:  # step 5
 
 def update_weights(problem: Problem, state: GibbsState) -> GibbsState:  # step 6
     _, s, _ = problem.sizes
-    counts = label_counts(problem, state.z)
+    counts = mixture_counts(problem, state)
     owner, effective, mass = inherited_mass(state.inherit, state.weight, state.source, s)  # W_ts
     per_source = counts @ owner  # n_ts
     aux = torch.distributions.Gamma(per_source.clamp_min(1.0), mass.clamp_min(1e-300), validate_args=False).sample()
@@ -507,5 +586,12 @@ def state_from_trace(trace, problem: Problem) -> GibbsState:
         alpha = value("alpha")
     else:
         alpha = torch.full((problem.sizes[1],), float(problem.alpha), dtype=coeffs.dtype, device=coeffs.device)
-    return GibbsState(alpha=alpha, source=value("source"), weight=_floored(value("weight")), params=params,
-                      coeffs=coeffs, inherit=value("inherit"), z=value("z"))
+    state = GibbsState(alpha=alpha, source=value("source"), weight=_floored(value("weight")), params=params,
+                       coeffs=coeffs, inherit=value("inherit"), z=value("z"))
+    return with_tables(problem, state) if problem.documents is not None and len(state.z) == len(problem.x) else state
+
+
+def with_tables(problem: Problem, state: GibbsState) -> GibbsState:
+    """The state with the document level's tables drawn given its labels (``draw_tables``)."""
+    mix = mixing_weights(state.coeffs, state.inherit, state.weight, state.source, problem.sizes[1])
+    return replace(state, tables=draw_tables(problem, state.z, mix))

@@ -4,7 +4,7 @@ A thin ``MCMCKernel``: each ``sample`` call is ``thin`` Gibbs sweeps of the inte
 by default), and what it returns are fixed-shape summaries, so that several chains stack, and
 R-hat, ESS and ``arviz.from_pyro`` apply:
 
-    log_joint         ln p(x, every latent) of the truncated model (``models.coupled_dp``)
+    log_joint         ln p(x, every latent) of the truncated model (``models.coupled_dp``), in closed form
     atoms_per_source  (S,) atoms holding at least one observation, by owning latent DP
     atoms_per_group   (T,) atoms holding at least one observation of each group
     alpha             (S,) the latent DPs' concentrations
@@ -17,6 +17,7 @@ traps of Pyro's MCMC (STYLE.md): ``transforms`` must exist, ``diagnostics`` must
 concatenates samples as floats, and ``arviz.from_pyro`` reads ``kernel.model``.
 """
 
+import math
 import uuid
 from pathlib import Path
 
@@ -24,6 +25,7 @@ import pyro
 import scipy.stats
 import torch
 from pyro.infer.mcmc.mcmc_kernel import MCMCKernel
+from torch.distributions import Bernoulli, Gamma, Normal
 
 from bnpzoo.inference import coupled_gibbs as gibbs
 from bnpzoo.models.coupled_dp import model as coupled_model
@@ -31,27 +33,33 @@ from bnpzoo.models.coupled_dp import model as coupled_model
 
 def _latent_trace(problem: gibbs.Problem, values: dict | None = None):
     """A trace of the program's latent sites (conditioned on ``values``), with the data plate cut
-    to one observation: its sites, one per observation, are what the sampler handles by counts."""
+    to one observation: the sampler's start."""
     program = coupled_model if values is None else pyro.condition(coupled_model, data=values)
-    return pyro.poutine.trace(program).get_trace(None, **dict(problem.model_kwargs, groups=problem.groups[:1]))
+    cut = {"groups": problem.groups[:1]} | ({} if problem.documents is None else {"documents": problem.documents[:1]})
+    return pyro.poutine.trace(program).get_trace(None, **dict(problem.model_kwargs, **cut))
 
 
 def log_joint(problem: gibbs.Problem, state: gibbs.GibbsState) -> torch.Tensor:
-    """ln p(x, latents): the Pyro program scored at the state for every latent site, plus the
-    data sites through their counts, sum_tk m_tk ln D_t(k) + ln p(x | z). Words: the sampler
-    collapses the topics, so phi is left out and ln p(x | z) integrates it. The coefficients c_t
-    are scored over the sources group t can inherit (the program gives the others a vanishing
-    concentration, where the sampler keeps c_ts = 0 exactly)."""
-    values = {"source": state.source, "weight": state.weight, "coeffs": state.coeffs.unsqueeze(-2),
-              "inherit": state.inherit, **state.params}
+    """ln p(x, latents) of the truncated program (``models.coupled_dp``), in closed form from the
+    state and its counts (no trace: a Pyro trace of the program cost more than a sweep on small
+    corpora; ``tests/test_coupled_gibbs.py`` checks this against the program's own trace). Words:
+    the sampler collapses the topics, so phi is left out and ln p(x | z) integrates it. The
+    coefficients c_t are scored over the sources group t can inherit (the program gives the others
+    a vanishing concentration, where the sampler keeps c_ts = 0 exactly)."""
+    _, s, k = problem.sizes
+    q, alpha = problem.q, state.alpha.to(problem.q.dtype)
+    weight = Gamma(alpha[state.source] / problem.atoms_per_source, 1.0, validate_args=False)
+    latents = (-k * math.log(s)  # s_k ~ Uniform{1..S}
+               + weight.log_prob(state.weight).sum()
+               + Bernoulli(q[:, state.source], validate_args=False).log_prob(state.inherit.to(q.dtype)).sum())
     if problem.alpha is None:
-        values["alpha"] = state.alpha
-    scored = [name for name in values if name != "coeffs"]  # c_t: scored on its support, below
-    if problem.family == "categorical":  # a placeholder, not scored: spares K x V gamma draws
-        values["phi"] = torch.full((1, problem.vocab_size), 1.0 / problem.vocab_size).expand(problem.sizes[2], -1)
-    trace = _latent_trace(problem, values)
-    trace.compute_log_prob(site_filter=lambda name, site: name in scored)
-    latents = sum(trace.nodes[name]["log_prob_sum"] for name in scored)
+        latents = latents + Gamma(*problem.alpha_prior, validate_args=False).log_prob(alpha).sum()
+    if problem.family == "gaussian":
+        precision, mean = state.params["precision"], state.params["mean"]
+        latents = (latents
+                   + Gamma(problem.prior_shape, problem.prior_rate, validate_args=False).log_prob(precision).sum()
+                   + Normal(problem.prior_mean, (problem.prior_kappa * precision).rsqrt(),
+                            validate_args=False).log_prob(mean).sum())
     return (latents + gibbs.coefficient_log_density(problem, state) + gibbs.label_log_likelihood(problem, state)
             + gibbs.data_log_likelihood(problem, state)).detach()
 

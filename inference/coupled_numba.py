@@ -6,6 +6,11 @@ arithmetic (digits-bags: 6 ms a sweep in torch, 1.2 here). The caller passes tor
 uniforms (or a torch-drawn seed of numba's generator), so runs are reproducible under
 ``pyro.set_rng_seed``.
 
+``collapsed_log_likelihood``: ln p(x | z) with the topics integrated out, for the log joint.
+
+``document_labels`` (step 1 with the document level): as ``collapsed_labels``, with each
+document's own counts n_dk added to b D_t(k) (``inference.coupled_gibbs``).
+
 ``blocked_labels`` (step 1 on (group, word) cells): topics drawn, then each cell's label counts.
 
 ``collapsed_labels`` (step 1 for words, topics phi collapsed): token by token (counts built
@@ -54,40 +59,80 @@ def _word_counts(x, z, vocab, k_count):
 
 
 @njit(cache=True)
+def collapsed_log_likelihood(x, z, vocab, k_count, beta):  # pragma: no cover (compiled)
+    """sum_kw [ln G(n_kw + beta) - ln G(beta)] - sum_k [ln G(n_k + V beta) - ln G(V beta)] of the
+    labels z (N,), token by token: ln G(n + b) - ln G(b) = sum_{i < n} ln(i + b), so each token adds
+    ln(n_kw + beta) - ln(n_k + V beta) with the counts of the tokens before it (no sort, no lgamma)."""
+    nwk = np.zeros((vocab, k_count), dtype=np.int32)
+    nk = np.zeros(k_count, dtype=np.int64)
+    vbeta = vocab * beta
+    value = 0.0
+    for i in range(x.shape[0]):
+        w, k = x[i], z[i]
+        value += math.log(nwk[w, k] + beta) - math.log(nk[k] + vbeta)
+        nwk[w, k] += 1
+        nk[k] += 1
+    return value
+
+
+@njit(cache=True)
 def collapsed_labels(x, groups, z, mixing, vocab, beta, uniforms):  # pragma: no cover (compiled)
-    """z (N,) is updated in place; ``vocab`` is V, the words' range."""
+    """z (N,) is updated in place; ``vocab`` is V, the words' range. ``document_labels`` with every
+    token a document of its own (n_dk^-di = 0) and b = 1."""
+    document_labels(x, groups, np.arange(x.shape[0] + 1), z, mixing, 1.0, vocab, beta, uniforms)
+
+
+@njit(cache=True)
+def document_labels(x, groups, starts, z, mixing, b, vocab, beta, uniforms):  # pragma: no cover (compiled)
+    """Step 1 with the document level, theta_d collapsed: z (N,) is updated in place, document by
+    document (document d's tokens are z[starts[d]:starts[d + 1]]), token by token,
+        p(z_di = k | .)  propto  (n_dk^-di + b D_t(k)) (n_kw^-di + beta) / (n_k^-di + V beta)
+    over the atoms group t reaches; ``uniforms`` (N,) from torch."""
     t_count, k_count = mixing.shape
     nwk, nk = _word_counts(x, z, vocab, k_count)
-    reach = np.zeros((t_count, k_count), dtype=np.int64)  # atoms of each group with D_t(k) > 0
-    reach_mixing = np.zeros((t_count, k_count))
+    # the atoms each group reaches (D_t(k) > 0), listed, with b D_t(k) beside them; below 1e-30 of
+    # the group's largest it is flushed to 0 (as in ``coupled_gibbs.update_labels``: subnormal
+    # arithmetic is many times slower), the atom kept reachable for the documents that use it
+    reach = np.zeros((t_count, k_count), dtype=np.int64)
+    prior = np.zeros((t_count, k_count))
     width = np.zeros(t_count, dtype=np.int64)
     for t in range(t_count):
+        top = mixing[t].max()
         for k in range(k_count):
             if mixing[t, k] > 0:
                 reach[t, width[t]] = k
-                reach_mixing[t, width[t]] = mixing[t, k]
+                prior[t, width[t]] = b * mixing[t, k] if mixing[t, k] >= 1e-30 * top else 0.0
                 width[t] += 1
-    inverse = 1.0 / (nk + vocab * beta)  # 1 / (n_k + V beta), kept current
+    inverse = 1.0 / (nk + vocab * beta)
+    ndk = np.zeros(k_count)
     cumulative = np.empty(k_count)
-    for i in range(x.shape[0]):
-        t, w, old = groups[i], x[i], z[i]
-        nwk[w, old] -= 1
-        nk[old] -= 1
-        inverse[old] = 1.0 / (nk[old] + vocab * beta)
-        total = 0.0
-        for j in range(width[t]):
-            k = reach[t, j]
-            total += reach_mixing[t, j] * (nwk[w, k] + beta) * inverse[k]
-            cumulative[j] = total
-        target = uniforms[i] * total
-        j = 0
-        while j < width[t] - 1 and cumulative[j] <= target:
-            j += 1
-        new = reach[t, j]
-        z[i] = new
-        nwk[w, new] += 1
-        nk[new] += 1
-        inverse[new] = 1.0 / (nk[new] + vocab * beta)
+    for d in range(starts.shape[0] - 1):
+        lo, hi = starts[d], starts[d + 1]
+        for i in range(lo, hi):
+            ndk[z[i]] += 1
+        for i in range(lo, hi):
+            t, w, old = groups[i], x[i], z[i]
+            nwk[w, old] -= 1
+            nk[old] -= 1
+            ndk[old] -= 1
+            inverse[old] = 1.0 / (nk[old] + vocab * beta)
+            total = 0.0
+            for j in range(width[t]):
+                k = reach[t, j]
+                total += (ndk[k] + prior[t, j]) * (nwk[w, k] + beta) * inverse[k]
+                cumulative[j] = total
+            target = uniforms[i] * total
+            j = 0
+            while j < width[t] - 1 and cumulative[j] <= target:
+                j += 1
+            new = reach[t, j]
+            z[i] = new
+            nwk[w, new] += 1
+            nk[new] += 1
+            ndk[new] += 1
+            inverse[new] = 1.0 / (nk[new] + vocab * beta)
+        for i in range(lo, hi):
+            ndk[z[i]] = 0
 
 
 @njit(cache=True)

@@ -27,8 +27,14 @@ model of section 5.1: every word of group t is a sample of D_t), and ``"gaussian
 conjugate Normal-Gamma base per dimension, lambda_kd ~ Gamma(a0, b0), mu_kd ~ N(m0, 1 / (kappa0
 lambda_kd)), x ~ N(mu_k, diag(1 / lambda_k)).
 
+The document level (``documents``): every document d of group t has its own topic proportions,
+theta_d ~ DP(b, D_t), and its words' labels are draws from theta_d; D_t then plays the part of the
+top-level measure of an HDP (Teh et al. 2006), and the latent DPs couple the groups as before. D_t
+is discrete on the K atoms, so the DP is exactly theta_d ~ Dir(b D_t(1), ..., b D_t(K)), and as b
+grows theta_d -> D_t: the model without documents.
+
 Sites: ``alpha``, ``source``, ``weight``, ``phi`` (categorical) or ``precision`` and ``mean``
-(gaussian), ``coeffs``, ``inherit``, ``z``, ``x``. With ``data=None`` it generates one
+(gaussian), ``coeffs``, ``inherit``, (``theta``), ``z``, ``x``. With ``data=None`` it generates one
 observation per entry of ``groups``.
 """
 
@@ -77,11 +83,15 @@ def model(
     prior_shape: float = 1.0,
     prior_rate: float = 1.0,
     dim: int | None = None,
+    documents: torch.Tensor | None = None,
+    doc_concentration: float = 1.0,
 ):
     """``groups`` (N,) the group of each observation, ``q`` (T, S) the inheritance probabilities
     q_ts; ``alpha`` None samples alpha_s ~ Gamma(alpha_prior) (section 5.1's Gamma(0.1, 0.1) by
     default), a number or an S-vector fixes it.
-    ``data``: (N,) word ids in [0, vocab_size) or (N, dim) reals."""
+    ``data``: (N,) word ids in [0, vocab_size) or (N, dim) reals. ``documents`` (N,): the document
+    of each observation (0..D-1, each within one group) adds the document level: theta_d ~
+    DP(b D_t) with b = ``doc_concentration``, and z ~ theta_d instead of D_t."""
     opts = dict(dtype=q.dtype, device=q.device)
     if q.ndim != 2 or not bool(((q >= 0) & (q <= 1)).all()) or not bool((q > 0).any(-1).all()):
         raise ValueError("q must be a groups x sources matrix of probabilities with a positive entry in every row")
@@ -113,6 +123,13 @@ def model(
         with pyro.plate("atoms_inherited", k, dim=-1):
             inherit = pyro.sample("inherit", dist.Bernoulli(q[:, source]))  # (T, K)
     probs = mixing_weights(coeffs.squeeze(-2), inherit, weights, source, num_sources)
+    if documents is not None:  # theta_d ~ DP(b, D_t) = Dir(b D_t) over the K atoms: D_t is discrete
+        doc_group = torch.zeros(int(documents.max()) + 1, dtype=groups.dtype, device=groups.device)
+        doc_group[documents] = groups
+        with pyro.plate("documents", doc_group.shape[0], dim=-1):
+            theta = pyro.sample("theta", dist.Dirichlet((doc_concentration * probs[doc_group]).clamp_min(
+                torch.finfo(q.dtype).tiny)))  # unreachable atoms (D_t(k) = 0): a vanishing concentration
+        probs, groups = theta, documents
     with pyro.plate("data", groups.shape[0], dim=-1):
         z = pyro.sample("z", dist.Categorical(probs[groups]))
         if family == "categorical":

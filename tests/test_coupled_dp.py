@@ -92,6 +92,28 @@ def test_the_gaussian_family_finds_the_clusters_of_each_group():
         est.predict(X[:2], [0, 7])
 
 
+def test_the_document_level_recovers_topics_that_documents_mix_within_a_group():
+    """Every document draws from one of the three topics at random, so each group mixes all three:
+    with documents=True the topics come out one by one, and held-out documents are scored as
+    single-topic ones; without the document level the atoms mix the topics."""
+    rng = np.random.default_rng(0)
+    docs = [list(rng.choice(TOPICS[rng.integers(3)], size=12)) for _ in range(90)]
+    groups = np.repeat(np.arange(6), 15)
+    est = CoupledDP(config="m-ldp", truncation=6, beta=0.1, documents=True, max_iter=200, warmup=100,
+                    random_state=0).fit(docs, groups)
+    plain = CoupledDP(config="m-ldp", truncation=6, beta=0.1, max_iter=40, warmup=40, random_state=0).fit(docs, groups)
+    vocab = est.vocabulary_
+    mass = torch.stack([est.topic_word_[:, [vocab.index(w) for w in topic]].sum(1) for topic in TOPICS], 1)
+    big = est.weights_ > 0.05
+    assert (mass[big].max(1).values > 0.9).all() and set(mass[big].argmax(1).tolist()) == {0, 1, 2}
+    held_out = [list(rng.choice(TOPICS[rng.integers(3)], size=12)) for _ in range(12)]
+    assert est.perplexity(held_out) < 5 and plain.perplexity(held_out) > est.perplexity(held_out) + 2
+    with pytest.raises(ValueError, match="real vectors"):
+        CoupledDP(documents=True).fit(np.zeros((4, 2)), [0, 0, 1, 1])
+    with pytest.raises(ValueError, match="collapsed"):
+        CoupledDP(documents=True, label_step="blocked").fit(docs, groups)
+
+
 @pytest.mark.parametrize("args, message", [
     (dict(X=[["a", "b"], ["c"]], groups=None), "needs groups"),
     (dict(X=[["a", "b"], ["c"]], groups=[0]), "1 entries for 2 documents"),
@@ -116,7 +138,7 @@ def test_the_cli_fits_a_text_corpus_and_scores_held_out_documents(tmp_path, caps
     (tmp_path / "test.txt").write_text("\n".join(" ".join(d) for d in _corpus(seed=2, docs_per_group=2)[0]) + "\n")
     argv = ["fit", "coupled-dp", "--inference", "gibbs", "--data", str(tmp_path / "train.txt"), "--groups",
             str(tmp_path / "groups.txt"), "--test-data", str(tmp_path / "test.txt"), "--config", "sngp",
-            "--truncation", "5", "--iters", "30", "--warmup", "20", "--num-chains", "2", "--json"]
+            "--truncation", "5", "--iters", "30", "--warmup", "20", "--num-chains", "2", "--documents", "--json"]
     with pytest.warns(UserWarning, match="sequentially"):
         assert main(argv) == 0
     record = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
@@ -125,10 +147,13 @@ def test_the_cli_fits_a_text_corpus_and_scores_held_out_documents(tmp_path, caps
     assert record["rhat"] is not None and np.isfinite(record["rhat"])
 
 
-def test_one_latent_dp_inherited_in_full_predicts_like_a_dp_mixture():
+@pytest.mark.parametrize("documents", [None, pytest.param(torch.tensor([0, 0, 1, 2, 2, 3]), marks=pytest.mark.slow)],
+                         ids=["groups", "documents-b-1e6"])
+def test_one_latent_dp_inherited_in_full_predicts_like_a_dp_mixture(documents):
     """q = 1 with one latent DP is the (truncated) DP mixture: D_t = H for every group. Its
     posterior predictive p(x_new | x), estimated by the sampler, matches the DP mixture's with
-    the same finite Dirichlet(alpha / L) weights, computed exactly by enumerating every labelling."""
+    the same finite Dirichlet(alpha / L) weights, computed exactly by enumerating every labelling.
+    With the document level and b = 1e6, theta_d is pinned to D_t and the same holds."""
     import itertools
 
     from bnpzoo.inference import coupled_gibbs as gibbs
@@ -156,7 +181,7 @@ def test_one_latent_dp_inherited_in_full_predicts_like_a_dp_mixture():
         total += weight
     exact /= total
     problem = gibbs.Problem(x=x, groups=groups, q=torch.ones(2, 1, dtype=torch.float64), atoms_per_source=atoms,
-                            vocab_size=vocab, beta=beta, alpha=alpha)
+                            vocab_size=vocab, beta=beta, alpha=alpha, documents=documents, doc_concentration=1e6)
     trace = pyro.poutine.trace(model).get_trace(None, **problem.model_kwargs)
     state = gibbs.update_labels(problem, gibbs.state_from_trace(trace, problem))
     estimate = torch.zeros(vocab, dtype=torch.float64)

@@ -35,6 +35,19 @@ def _problem(family, x, groups=GROUPS, **options):
     return gibbs.Problem(x=x, groups=groups, q=Q, atoms_per_source=2, family=family, alpha_prior=ALPHA_PRIOR, **extra)
 
 
+# the document level: two documents in each group, b = 2
+DOCUMENTS = dict(documents=torch.tensor([0, 0, 1, 1, 2, 2, 3, 3]), doc_concentration=2.0)
+
+
+def _document_statistics(state, x):
+    """The words' statistics, the tables per token, and how often two tokens of one document share
+    an atom (what theta_d adds)."""
+    same_doc = DOCUMENTS["documents"][:, None] == DOCUMENTS["documents"][None, :]
+    shared = (state.z[:, None] == state.z[None, :])[same_doc & ~torch.eye(len(state.z), dtype=torch.bool)]
+    return torch.cat([_statistics("categorical", state, x),
+                      torch.stack([state.tables.sum() / len(state.z), shared.double().mean()])])
+
+
 def _regenerate(family, state):
     """x ~ p(x | z, atoms): the data half of a successive-conditional step (words: the sampler
     collapses the topics, so x ~ p(x | z) with fresh topics from their Dirichlet(1) prior)."""
@@ -94,6 +107,42 @@ def test_each_step_keeps_the_joint_distribution(family, step):
         changes.append(_statistics(family, step(_problem(family, x), state), x) - before)
     z = _paired_z_scores(changes)
     assert len(z) and np.abs(z).max() < 4, z
+
+
+@pytest.mark.parametrize("step", [step for step in gibbs.STEPS if step is not gibbs.update_atoms],
+                         ids=lambda f: f.__name__)
+def test_each_step_keeps_the_joint_distribution_with_the_document_level(step):
+    """As above, on the document level's joint of the labels, the tables (Antoniak's auxiliaries)
+    and the coupled latents, theta_d integrated out."""
+    changes = []
+    for _ in range(1000):
+        state, x = _draw("categorical", **DOCUMENTS)
+        before = _document_statistics(state, x)
+        changes.append(_document_statistics(step(_problem("categorical", x, **DOCUMENTS), state), x) - before)
+    z = _paired_z_scores(changes)
+    assert len(z) and np.abs(z).max() < 4, z
+
+
+def test_the_document_levels_label_likelihood_is_the_dirichlet_multinomial_and_pins_to_d_t():
+    """ln p(z | D, b) with theta_d integrated out is pyro's DirichletMultinomial of each document's
+    counts less its multinomial coefficient; as b grows it tends to sum ln D_t(z), and every token
+    opens a table, so the coupled steps see the labels themselves."""
+    state, x = _draw("categorical", **DOCUMENTS)
+    problem = _problem("categorical", x, **DOCUMENTS)
+    mix = gibbs.mixing_weights(state.coeffs, state.inherit, state.weight, state.source, 2)
+    expected = 0.0
+    for d in range(4):
+        z_d = state.z[DOCUMENTS["documents"] == d]
+        reach = mix[GROUPS[2 * d]] > 0  # D_t(k) = 0: never drawn, and outside the Dirichlet's support
+        counts = torch.bincount(z_d, minlength=4).double()[reach]
+        dm = pyro.distributions.DirichletMultinomial(2.0 * mix[GROUPS[2 * d]][reach], total_count=len(z_d))
+        expected += dm.log_prob(counts) - torch.lgamma(counts.sum() + 1) + torch.lgamma(counts + 1).sum()
+    assert torch.allclose(gibbs.label_log_likelihood(problem, state), expected)
+    pinned = replace(problem, doc_concentration=1e9)
+    without = _problem("categorical", x)
+    assert torch.allclose(gibbs.label_log_likelihood(pinned, state), gibbs.label_log_likelihood(without, state),
+                          rtol=1e-6)
+    assert torch.equal(gibbs.with_tables(pinned, state).tables, gibbs.label_counts(without, state.z))
 
 
 def _group_layout(state, groups):
@@ -181,12 +230,14 @@ def test_each_step_on_cells_keeps_the_joint_distribution(step):
     assert len(z) >= (5 if labels else 1) and np.abs(z).max() < 4, z
 
 
-def geweke_z_scores(family, draws=3000, batch=100, cells=False):
+def geweke_z_scores(family, draws=3000, batch=100, cells=False, documents=False):
     """(marginal mean - successive mean) / standard error for every statistic; the successive
     chain's error comes from batch means, which account for its autocorrelation. ``cells``: words
-    sampled as (group, word) cells, with the blocked label step."""
-    marginal = torch.stack([_statistics(family, *_draw(family)) for _ in range(draws)]).numpy()
-    state, x = _draw(family)
+    sampled as (group, word) cells, with the blocked label step; ``documents``: the document level."""
+    options = DOCUMENTS if documents else {}
+    statistics = _document_statistics if documents else partial(_statistics, family)
+    marginal = torch.stack([statistics(*_draw(family, **options)) for _ in range(draws)]).numpy()
+    state, x = _draw(family, **options)
     successive = []
     moves = {"split_merge_moves": 5} if family == "categorical" else {}  # words: with the split-merge moves
     for _ in range(draws):
@@ -194,9 +245,9 @@ def geweke_z_scores(family, draws=3000, batch=100, cells=False):
             problem, cell_state = _as_cells(state, x)
             state, x, _ = _as_tokens(problem, gibbs.sweep(problem, cell_state))
         else:
-            state = gibbs.sweep(_problem(family, x, **moves), state)
+            state = gibbs.sweep(_problem(family, x, **moves, **options), state)
         x = _regenerate(family, state)
-        successive.append(_statistics(family, state, x))
+        successive.append(statistics(state, x))
     successive = torch.stack(successive).numpy()
     batches = successive.reshape(-1, batch, successive.shape[1]).mean(1)
     error = np.sqrt(marginal.var(0) / draws + batches.var(0) / len(batches))
@@ -204,10 +255,11 @@ def geweke_z_scores(family, draws=3000, batch=100, cells=False):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("family, cells", [("categorical", False), ("gaussian", False), ("categorical", True)],
-                         ids=["categorical", "gaussian", "categorical-cells"])
-def test_geweke_joint_distribution_test_passes(family, cells):
-    z = geweke_z_scores(family, draws=20000, batch=1000, cells=cells)
+@pytest.mark.parametrize("family, cells, documents", [("categorical", False, False), ("gaussian", False, False),
+                                                      ("categorical", True, False), ("categorical", False, True)],
+                         ids=["categorical", "gaussian", "categorical-cells", "categorical-documents"])
+def test_geweke_joint_distribution_test_passes(family, cells, documents):
+    z = geweke_z_scores(family, draws=20000, batch=1000, cells=cells, documents=documents)
     assert np.abs(z).max() < 3, z
 
 
