@@ -8,6 +8,7 @@ final state of the best chain for prediction and perplexity.
 
 import tempfile
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -213,6 +214,7 @@ class CoupledDP(Estimator):
         self.mcmc_ = mcmc
         self.samples_ = {name: value.cpu() for name, value in mcmc.get_samples(group_by_chain=True).items()}
         self.rhat_ = self._rhat()
+        self._check_pool(problem)
         best = max(states, key=lambda state: float(log_joint(problem, state)))
         self._keep(problem, best, vocab)
         self.n_features_in_ = len(vocab) if vocab is not None else int(x.shape[1])
@@ -221,6 +223,16 @@ class CoupledDP(Estimator):
         self.tokens_per_second_ = self.num_chains * self.n_iter_ * self.n_tokens_ / self.sampling_seconds_
         self.fit_seconds_ = time.perf_counter() - start
         return self
+
+    def _check_pool(self, problem):
+        """Warn when some kept sample had data on every atom of the pool: the truncation then
+        limits the topics, where a DP would have opened more."""
+        pool = problem.sizes[2]
+        most = int(self.samples_["atoms_per_source"].sum(-1).max())
+        if most >= pool:
+            warnings.warn(f"every one of the {pool} atoms held data in some samples (truncation={self.truncation} "
+                          f"atoms for each of {problem.sizes[1]} latent DPs): the truncation may be limiting the "
+                          "number of topics; fit again with a larger truncation", UserWarning, stacklevel=3)
 
     def _rhat(self) -> float:
         if self.num_chains < 2:

@@ -1,6 +1,7 @@
 """``bnpzoo.CoupledDP``: fitting both families, perplexity, save/load, the CLI model."""
 
 import json
+import warnings
 
 import numpy as np
 import pyro
@@ -112,6 +113,17 @@ def test_the_document_level_recovers_topics_that_documents_mix_within_a_group():
         CoupledDP(documents=True).fit(np.zeros((4, 2)), [0, 0, 1, 1])
     with pytest.raises(ValueError, match="collapsed"):
         CoupledDP(documents=True, label_step="blocked").fit(docs, groups)
+
+
+def test_a_full_atom_pool_is_not_silent():
+    """Three topics: with s-ldp's one latent DP of 2 atoms every atom holds data, and the fit says
+    which setting to raise; with 12 atoms it stays silent."""
+    docs, groups = _corpus(docs_per_group=4)
+    with pytest.warns(UserWarning, match="larger truncation"):
+        CoupledDP(config="s-ldp", truncation=2, beta=0.1, max_iter=10, warmup=10, random_state=0).fit(docs, groups)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        CoupledDP(config="s-ldp", truncation=12, beta=0.1, max_iter=10, warmup=10, random_state=0).fit(docs, groups)
 
 
 @pytest.mark.parametrize("args, message", [
