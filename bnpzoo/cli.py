@@ -107,7 +107,7 @@ def run_grouped(model: str, inference: str, corpus, held_out, args, options: dic
     est = _estimator(model, inference, args, options).fit(corpus)
     return {
         "model": model, "inference": inference, "data": corpus.name, "n": est.n_tokens_, "d": est.n_features_in_,
-        "truncation": est.truncation, "k_used": est.n_clusters_, "nmi": None, "acc": None,
+        "truncation": est.truncation_, "k_used": est.n_clusters_, "nmi": None, "acc": None,
         "perplexity": None if held_out is None else round(est.perplexity(held_out), 2),
         "seconds": round(est.fit_seconds_, 4), "iterations": est.n_iter_, "elbo": None,
         "log_joint": float(est.samples_["log_joint"][:, -1].max()), "rhat": round(est.rhat_, 4) if np.isfinite(est.rhat_) else None,

@@ -26,6 +26,7 @@ from bnpzoo.models.coupled_dp import mixing_weights
 from bnpzoo.perplexity import completion_perplexity
 
 INFERENCE = ("gibbs",)
+POOL = 150  # atoms in the default pool for words (``truncation=None``)
 
 
 class CoupledDP(Estimator):
@@ -46,10 +47,14 @@ class CoupledDP(Estimator):
         the inheritance probabilities q_ts; ``q`` (a groups x sources matrix) overrides it.
     sigma : the coupling range of m-ldp and sngp.
     truncation : L, atoms per latent DP (the sampler's pool holds S L atoms; an atom can move
-        between latent DPs, so with many latent DPs a few each suffice: the head500 benchmark
-        gives m-ldp's 51 latent DPs 3 each, and fewer, larger topics score better there).
+        between latent DPs, so with many latent DPs a few each suffice). None: a pool of about 150
+        atoms for words (ceil(150 / S) each; on the three corpora of
+        ``benchmarks/bench_coupled_documents.py`` the fits used 26 to 152 topics), 10 atoms per
+        latent DP for real vectors. A fit whose samples fill the pool warns.
     alpha : the latent DPs' concentration; None samples it under Gamma(0.1, 0.1) (section 5.1).
-    beta : the topics' Dirichlet parameter (1: seed 003's uniform base); words only.
+    beta : the topics' Dirichlet parameter; words only. None: 0.01, as tomotopy's and gensim's
+        topic-word prior (seed 003's uniform base, beta = 1, is far too flat for text: on
+        lee_background it found 8 topics and a perplexity of 2163 against 1406 with 0.01).
     prior_mean, prior_kappa, prior_shape, prior_rate : the Normal-Gamma base; real vectors only.
     label_step : how words' labels are drawn (``inference.coupled_gibbs``, step 1): "collapsed",
         token by token with the topics integrated out, or "blocked", on (group, word) cells: topics
@@ -79,7 +84,8 @@ class CoupledDP(Estimator):
 
     Fitted attributes: ``samples_`` (MCMC's summaries by chain: log_joint, atoms_per_source,
     atoms_per_group, alpha), ``mcmc_`` (the ``pyro.infer.MCMC`` object; ``to_arviz()`` exports it),
-    ``rhat_`` (R-hat of the log joint, NaN with one chain), ``q_``, ``n_groups_``; from the
+    ``rhat_`` (R-hat of the log joint, NaN with one chain), ``q_``, ``n_groups_``, ``truncation_``
+    and ``beta_`` (the settings used, defaults resolved); from the
     final state of the chain with the highest final log joint: ``n_clusters_`` (atoms holding
     data), ``weights_`` (their share of the data), ``group_weights_`` (each group's D_t over them,
     renormalised), ``topic_word_`` (E[phi | z, x] over the used
@@ -92,10 +98,10 @@ class CoupledDP(Estimator):
     _parameter_constraints = {
         "config": OneOf(*CONFIGS),
         "sigma": Interval(float, 0, low_open=True),
-        "truncation": Interval(int, 1),
+        "truncation": Interval(int, 1, optional=True),
         "inference": OneOf(*INFERENCE),
         "alpha": Interval(float, 0, low_open=True, optional=True),
-        "beta": Interval(float, 0, low_open=True),
+        "beta": Interval(float, 0, low_open=True, optional=True),
         "prior_mean": Interval(float),
         "prior_kappa": Interval(float, 0, low_open=True),
         "prior_shape": Interval(float, 0, low_open=True),
@@ -114,10 +120,10 @@ class CoupledDP(Estimator):
     _fitted_attributes = ("q_", "n_groups_", "n_clusters_", "weights_", "topic_word_", "vocabulary_", "means_",
                           "precisions_", "n_features_in_", "n_tokens_", "n_iter_", "fit_seconds_",
                           "sampling_seconds_", "tokens_per_second_", "rhat_", "samples_", "group_values_",
-                          "group_weights_")
+                          "group_weights_", "truncation_", "beta_")
 
-    def __init__(self, *, config="m-ldp", q=None, sigma=1.0, truncation=10, inference="gibbs", alpha=None,
-                 beta=1.0, prior_mean=0.0, prior_kappa=1.0, prior_shape=1.0, prior_rate=1.0, label_step="collapsed",
+    def __init__(self, *, config="m-ldp", q=None, sigma=1.0, truncation=None, inference="gibbs", alpha=None,
+                 beta=None, prior_mean=0.0, prior_kappa=1.0, prior_shape=1.0, prior_rate=1.0, label_step="collapsed",
                  documents=False, doc_concentration=1.0, split_merge=1, max_iter=200, warmup=100, thin=1,
                  num_chains=1, random_state=None, verbose=False):
         self.config = config
@@ -195,10 +201,11 @@ class CoupledDP(Estimator):
             raise ValueError("documents=True draws labels token by token: use label_step='collapsed'")
         if vocab is not None and self.label_step == "blocked":
             x, group_index, multiplicity = gibbs.cells(x, group_index, len(vocab))
+        self.truncation_, self.beta_ = self._truncation(vocab is not None), 0.01 if self.beta is None else self.beta
         problem = gibbs.Problem(
-            x=x, groups=group_index, q=self.q_, multiplicity=multiplicity, atoms_per_source=self.truncation,
+            x=x, groups=group_index, q=self.q_, multiplicity=multiplicity, atoms_per_source=self.truncation_,
             family="gaussian" if vocab is None else "categorical", vocab_size=None if vocab is None else len(vocab),
-            beta=float(self.beta), prior_mean=float(self.prior_mean), prior_kappa=float(self.prior_kappa),
+            beta=float(self.beta_), prior_mean=float(self.prior_mean), prior_kappa=float(self.prior_kappa),
             prior_shape=float(self.prior_shape), prior_rate=float(self.prior_rate),
             alpha=None if self.alpha is None else float(self.alpha), split_merge_moves=int(self.split_merge),
             documents=documents if self.documents else None, doc_concentration=float(self.doc_concentration))
@@ -224,13 +231,19 @@ class CoupledDP(Estimator):
         self.fit_seconds_ = time.perf_counter() - start
         return self
 
+    def _truncation(self, words: bool) -> int:
+        """L, atoms per latent DP: the parameter, or a pool of about POOL atoms for words (10 each for vectors)."""
+        if self.truncation is not None:
+            return self.truncation
+        return -(-POOL // self.q_.shape[1]) if words else 10
+
     def _check_pool(self, problem):
         """Warn when some kept sample had data on every atom of the pool: the truncation then
         limits the topics, where a DP would have opened more."""
         pool = problem.sizes[2]
         most = int(self.samples_["atoms_per_source"].sum(-1).max())
         if most >= pool:
-            warnings.warn(f"every one of the {pool} atoms held data in some samples (truncation={self.truncation} "
+            warnings.warn(f"every one of the {pool} atoms held data in some samples (truncation={self.truncation_} "
                           f"atoms for each of {problem.sizes[1]} latent DPs): the truncation may be limiting the "
                           "number of topics; fit again with a larger truncation", UserWarning, stacklevel=3)
 

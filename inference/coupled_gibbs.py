@@ -355,11 +355,9 @@ def update_labels(problem: Problem, state: GibbsState) -> GibbsState:  # step 1
         return replace(state, z=torch.from_numpy(z).to(state.z))
     if problem.documents is not None:  # theta_d collapsed, then the tables: one blocked step for (z, m)
         z = _numpy(state.z, np.int64)
-        coupled_numba.document_labels(*problem.host_arrays, problem.document_starts, z, _numpy(mix),
-                                      float(problem.doc_concentration), problem.vocab_size, float(problem.beta),
+        coupled_numba.document_labels(*_document_arrays(problem, z, mix),
                                       _numpy(torch.rand(z.shape[0], dtype=torch.float64)))
-        z = torch.from_numpy(z).to(state.z.device)
-        return replace(state, z=z, tables=draw_tables(problem, z, mix))
+        return move_document_cells(problem, replace(state, z=torch.from_numpy(z).to(state.z.device)), mix)
     if problem.family == "categorical":
         z = _numpy(state.z, np.int64)
         # D_t(k) below 1e-30 of the group's largest are flushed to 0: even K of them would not
@@ -372,6 +370,22 @@ def update_labels(problem: Problem, state: GibbsState) -> GibbsState:  # step 1
     logits = mix.log()[problem.groups] + gaussian_log_density(problem.x, state.params)
     z = torch.distributions.Categorical(logits=logits, validate_args=False).sample()
     return replace(state, z=z)
+
+
+def _document_arrays(problem: Problem, z: np.ndarray, mix: torch.Tensor) -> tuple:
+    return (*problem.host_arrays, problem.document_starts, z, _numpy(mix), float(problem.doc_concentration),
+            problem.vocab_size, float(problem.beta))
+
+
+def move_document_cells(problem: Problem, state: GibbsState, mix: torch.Tensor | None = None) -> GibbsState:
+    """The document level's block moves (``coupled_numba.document_moves``: each document's tokens
+    on one atom move together to an atom it does not use), then the tables given the labels."""
+    if mix is None:
+        mix = mixing_weights(state.coeffs, state.inherit, state.weight, state.source, problem.sizes[1])
+    z = _numpy(state.z, np.int64)
+    coupled_numba.document_moves(*_document_arrays(problem, z, mix), int(torch.randint(2**31 - 1, ())))
+    z = torch.from_numpy(z).to(state.z.device)
+    return replace(state, z=z, tables=draw_tables(problem, z, mix))
 
 
 def _move_atoms(problem: Problem, state: GibbsState, move_owner: bool) -> GibbsState:

@@ -136,6 +136,106 @@ def document_labels(x, groups, starts, z, mixing, b, vocab, beta, uniforms):  # 
 
 
 @njit(cache=True)
+def _cell_log_likelihood(a, words, counts, n_words, nwk, nk, vocab, beta):
+    """ln p(the cell's words | atom a's other words), topics integrated out: the words words[:n_words]
+    with multiplicities counts[:n_words]."""
+    value, total = 0.0, 0
+    for i in range(n_words):
+        w, c = words[i], counts[i]
+        value += math.lgamma(nwk[w, a] + c + beta) - math.lgamma(nwk[w, a] + beta)
+        total += c
+    return value + math.lgamma(nk[a] + vocab * beta) - math.lgamma(nk[a] + total + vocab * beta)
+
+
+@njit(cache=True)
+def document_moves(x, groups, starts, z, mixing, b, vocab, beta, seed):  # pragma: no cover (compiled)
+    """Block moves of the document level: for each document d and each atom k it uses, all n_dk of
+    its tokens on k (the cell) move together to an atom j that d does not use, by Metropolis-
+    Hastings with theta_d and the topics integrated out (``inference.coupled_gibbs``); z (N,) is
+    updated in place. The proposal j ~ D_t over U less k, U the atoms d's other cells leave free
+    (the same set from either side, so the reverse move proposes k from U less j):
+        ln a = ln G(b D_t(j) + n) - ln G(b D_t(j)) - ln G(b D_t(k) + n) + ln G(b D_t(k))
+               + ln p(cell | j) - ln p(cell | k) + ln D_t(k) (S_U - D_t(k)) - ln D_t(j) (S_U - D_t(j)),
+    S_U = sum_{a in U} D_t(a). Token moves one at a time must pass through states that split the
+    cell, which its document's own counts n_dk make unlikely; these moves do what a table's dish
+    move does in the HDP's Chinese restaurant franchise."""
+    np.random.seed(seed)
+    t_count, k_count = mixing.shape
+    nwk, nk = _word_counts(x, z, vocab, k_count)
+    ndk = np.zeros(k_count, dtype=np.int64)
+    word_count = np.zeros(vocab, dtype=np.int64)
+    words = np.empty(vocab, dtype=np.int64)
+    counts = np.empty(vocab, dtype=np.int64)
+    atoms = np.empty(k_count, dtype=np.int64)
+    for d in range(starts.shape[0] - 1):
+        lo, hi = starts[d], starts[d + 1]
+        if hi == lo:
+            continue
+        t = groups[lo]
+        n_atoms = 0
+        for i in range(lo, hi):
+            if ndk[z[i]] == 0:
+                atoms[n_atoms] = z[i]
+                n_atoms += 1
+            ndk[z[i]] += 1
+        for a in range(n_atoms):
+            k = atoms[a]
+            n = ndk[k]
+            if n == 0:
+                continue  # emptied by an earlier move of this document
+            # S_U: D_t's mass on the atoms d's other cells leave free
+            free = 1.0
+            for kk in range(k_count):
+                if ndk[kk] > 0 and kk != k:
+                    free -= mixing[t, kk]
+            room = free - mixing[t, k]
+            if room <= 0:
+                continue
+            # j ~ D_t over U less k, by inversion over the free atoms
+            target = np.random.random() * room
+            j, acc = -1, 0.0
+            for kk in range(k_count):
+                if ndk[kk] == 0 and kk != k and mixing[t, kk] > 0:
+                    acc += mixing[t, kk]
+                    j = kk
+                    if acc > target:
+                        break
+            if j < 0:
+                continue
+            # the cell's words, taken out of the topic counts
+            n_words = 0
+            for i in range(lo, hi):
+                if z[i] == k:
+                    w = x[i]
+                    if word_count[w] == 0:
+                        words[n_words] = w
+                        n_words += 1
+                    word_count[w] += 1
+            for i in range(n_words):
+                counts[i] = word_count[words[i]]
+                word_count[words[i]] = 0
+                nwk[words[i], k] -= counts[i]
+            nk[k] -= n
+            bk, bj = b * mixing[t, k], b * mixing[t, j]
+            log_ratio = (math.lgamma(bj + n) - math.lgamma(bj) - math.lgamma(bk + n) + math.lgamma(bk)
+                         + _cell_log_likelihood(j, words, counts, n_words, nwk, nk, vocab, beta)
+                         - _cell_log_likelihood(k, words, counts, n_words, nwk, nk, vocab, beta)
+                         + math.log(mixing[t, k] * (free - mixing[t, k]))
+                         - math.log(mixing[t, j] * (free - mixing[t, j])))
+            new = j if np.log(np.random.random()) < log_ratio else k
+            for i in range(n_words):
+                nwk[words[i], new] += counts[i]
+            nk[new] += n
+            if new == j:
+                for i in range(lo, hi):
+                    if z[i] == k:
+                        z[i] = j
+                ndk[k], ndk[j] = 0, n
+        for i in range(lo, hi):
+            ndk[z[i]] = 0
+
+
+@njit(cache=True)
 def blocked_labels(x, groups, z, mixing, vocab, beta, seed):  # pragma: no cover (compiled)
     """Step 1 on (group, word) cells: z (C, K), each cell's label counts, is redrawn in place (its
     row sums, the cells' tokens n_c, kept). Topics phi_k ~ Dir(beta + n_k.) (gamma draws,

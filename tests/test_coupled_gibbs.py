@@ -123,6 +123,28 @@ def test_each_step_keeps_the_joint_distribution_with_the_document_level(step):
     assert len(z) and np.abs(z).max() < 4, z
 
 
+@pytest.mark.parametrize("draws", [3000, pytest.param(12000, marks=pytest.mark.slow)])
+def test_the_document_cell_moves_keep_the_joint_distribution_and_move(draws):
+    """The block moves alone (each document's tokens on one atom moving together), on documents of
+    four tokens and alpha = 5 (weights spread over the atoms): from exact draws of the joint they
+    give exact draws again, and they do move cells. The statistics are of D_t(z), which the moves'
+    proposal (j ~ D_t) would bias were its ratio wrong: dropping that ratio gives |z| up to 3.4 in
+    3000 draws (so the slow run's 12,000 catch it), the sampler as it is about 1."""
+    groups = torch.tensor([0] * 8 + [1] * 8)
+    options = dict(documents=torch.arange(16) // 4, doc_concentration=2.0, alpha=5.0)
+    changes, moved = [], 0
+    for _ in range(draws):
+        state, x = _draw("categorical", groups, **options)
+        mix = gibbs.mixing_weights(state.coeffs, state.inherit, state.weight, state.source, 2)
+        after = gibbs.move_document_cells(_problem("categorical", x, groups, **options), state)
+        stats = lambda s: torch.stack([mix[groups, s.z].mean(), mix[groups, s.z].log().mean(),  # noqa: E731
+                                       (mix[groups, s.z] > 0.5).double().mean(), s.tables.sum() / 16])
+        changes.append(stats(after) - stats(state))
+        moved += bool((after.z != state.z).any())
+    z = _paired_z_scores(changes)
+    assert np.abs(z).max() < 4 and moved > draws / 3, (z, moved)
+
+
 def test_the_document_levels_label_likelihood_is_the_dirichlet_multinomial_and_pins_to_d_t():
     """ln p(z | D, b) with theta_d integrated out is pyro's DirichletMultinomial of each document's
     counts less its multinomial coefficient; as b grows it tends to sum ln D_t(z), and every token
