@@ -55,7 +55,10 @@ bench: $(VENV)/.installed
 	$(VENV)/bin/python -m pip install -c $(LOCK) -e ".[dev,bench]"
 	$(VENV)/bin/python benchmarks/bench_dp_gmm.py
 	$(VENV)/bin/python benchmarks/bench_stochastic.py
+	$(VENV)/bin/python benchmarks/bench_pyp_ggm.py
+	$(VENV)/bin/python benchmarks/bench_hdp_gd.py
 	$(VENV)/bin/python benchmarks/bench_coupled.py
+	$(VENV)/bin/python benchmarks/bench_coupled_documents.py
 	$(VENV)/bin/python benchmarks/bench_coupled_rhat.py
 
 notebooks: $(VENV)/.installed
