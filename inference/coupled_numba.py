@@ -185,7 +185,8 @@ def document_moves(x, groups, starts, z, mixing, b, vocab, beta, seed):  # pragm
                 continue  # emptied by an earlier move of this document
             # S_U: D_t's mass on the atoms d's other cells leave free
             free = 1.0
-            for kk in range(k_count):
+            for other in range(n_atoms):
+                kk = atoms[other]
                 if ndk[kk] > 0 and kk != k:
                     free -= mixing[t, kk]
             room = free - mixing[t, k]
@@ -231,6 +232,7 @@ def document_moves(x, groups, starts, z, mixing, b, vocab, beta, seed):  # pragm
                     if z[i] == k:
                         z[i] = j
                 ndk[k], ndk[j] = 0, n
+                atoms[a] = j  # the document's cells as they now lie (the free mass of the next ones)
         for i in range(lo, hi):
             ndk[z[i]] = 0
 
