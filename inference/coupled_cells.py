@@ -14,13 +14,17 @@ numba on one generator seeded from torch's, in 4 to 5 ms (steps 2 and 5: about 3
                0 (given c, such a move costs n_tk ln c_ts and never happens: over 2 x 100,000
                sweeps on digits-bags the atoms each latent DP owned, and alpha_s, kept their
                chain's values, R-hat up to 1.4); step 3 follows them, as a partially collapsed
-               sampler needs (van Dyk and Park 2008): the sweep runs 1, 2, 5, 3, 6, 7
+               sampler needs (van Dyk and Park 2008): the sweep runs 1, 2, 5, 3, 6
     step 3     ``_coefficients``: c_t by the Dirichlet's aggregation property over the active sources
-    step 6     ``_weights``: w_k given the auxiliaries V_ts, then each latent DP's total mass redrawn
-    step 7     ``_alpha``: the log-normal random walk on each alpha_s, one source at a time
+    step 6     ``_weights``: given the auxiliaries V_ts, alpha_s with the weights integrated out
+               (``coupled_numba.alpha_given_auxiliaries``, what step 7 was), then w_k, then each
+               latent DP's total mass redrawn
 
-(step 4 does nothing: the topics are collapsed). ``tests/test_coupled_gibbs.py`` checks each step
-(or block) from exact joint draws and the whole sweep by Geweke's test.
+(step 4 does nothing: the topics are collapsed). Steps 2, 3, 5 and 6 see the labels only
+through their counts per group, m_tk, and ``count_sweeps`` runs them on given counts (with c
+given, in the order 2, 3, 5, 6) for the token-level samplers that have no token moves: the document
+level, whose counts are its tables (``coupled_gibbs.counts_sweep``). ``tests/test_coupled_gibbs.py``
+checks each step (or block) from exact joint draws and the whole sweep by Geweke's test.
 
 numba's on-disk cache of ``sweeps`` does not notice edits to ``coupled_numba``, whose functions
 it compiles in: after editing that file, delete ``inference/__pycache__/coupled_cells*.nb*``.
@@ -31,11 +35,12 @@ import math
 import numpy as np
 from numba import njit
 
-from bnpzoo.inference.coupled_numba import draw_cell_labels, move_atoms
+from bnpzoo.inference.coupled_numba import (ALPHA_ROUNDS, TINY, alpha_given_auxiliaries, draw_cell_labels,
+                                            move_atoms)
 
-TINY = np.finfo(np.float64).tiny  # the floor of gamma draws that underflow (``coupled_gibbs._floored``)
-STEPS = np.array([1, 2, 5, 3, 6, 7], dtype=np.int64)
-ATOM_STEPS = (2, 5)  # the steps that integrate c out (``move_atoms``), so that step 3 must follow
+STEPS = np.array([1, 2, 5, 3, 6], dtype=np.int64)
+COUNT_STEPS = np.array([2, 3, 5, 6], dtype=np.int64)  # ``count_sweeps``: the steps that see only the counts
+ATOM_STEPS = (2, 5)  # ``move_atoms``: in ``sweeps`` they integrate c out, so that step 3 must follow
 
 
 @njit(cache=True)
@@ -136,10 +141,13 @@ def _coefficients(counts, inherit, weight, source, alpha, q, coeffs):  # step 3
 
 
 @njit(cache=True)
-def _weights(counts, inherit, weight, source, alpha, atoms_per_source):  # step 6
-    """w (K,) in place: V_ts ~ Gamma(n_ts, W_ts), w_k ~ Gamma(alpha_{s_k} / L + m_k, 1 + sum_t r~_tk
-    V_{t s_k}), then each latent DP's total mass redrawn from Gamma(sum_{s_k = s} alpha_s / L, 1),
-    its shares kept (``coupled_gibbs._rescaled``); in logarithms, as small shapes underflow."""
+def _weights(counts, inherit, weight, source, alpha, coeffs, q, atoms_per_source, prior_shape, prior_rate, alpha_step,
+             sample_alpha):  # step 6
+    """w (K,) in place, and alpha (S,) when ``sample_alpha``: V_ts ~ Gamma(n_ts, W_ts); alpha given V
+    with w integrated out (``coupled_numba.alpha_given_auxiliaries``); w_k ~ Gamma(alpha_{s_k} / L +
+    m_k, 1 + sum_t r~_tk V_{t s_k}), then each latent DP's total mass redrawn from
+    Gamma(sum_{s_k = s} alpha_s / L, 1), its shares kept (``coupled_gibbs._rescaled``); in
+    logarithms, as small shapes underflow."""
     t_count, k_count = counts.shape
     s_count = alpha.shape[0]
     effective, mass = _inherited_mass(inherit, weight, source, s_count)
@@ -149,13 +157,20 @@ def _weights(counts, inherit, weight, source, alpha, atoms_per_source):  # step 
         for s in range(s_count):
             if n[t, s] > 0:
                 aux[t, s] = np.random.gamma(n[t, s], 1.0 / max(mass[t, s], 1e-300))
-    shape, log_weight = np.empty(k_count), np.empty(k_count)
+    used, log_rate = np.empty(k_count), np.empty(k_count)
     for k in range(k_count):
         rate = 1.0
         for t in range(t_count):
             rate += effective[t, k] * aux[t, source[k]]
+        used[k], log_rate[k] = counts[:, k].sum(), np.log(rate)
+    if sample_alpha:
+        alpha_given_auxiliaries(alpha, used, log_rate, source, coeffs, q, atoms_per_source, prior_shape, prior_rate,
+                                alpha_step * np.random.standard_normal((ALPHA_ROUNDS, s_count)),
+                                np.log(np.random.random((ALPHA_ROUNDS, s_count))))
+    shape, log_weight = np.empty(k_count), np.empty(k_count)
+    for k in range(k_count):
         shape[k] = alpha[source[k]] / atoms_per_source
-        log_weight[k] = _log_gamma_draw(shape[k] + counts[:, k].sum()) - np.log(rate)
+        log_weight[k] = _log_gamma_draw(shape[k] + used[k]) - log_rate[k]
     for s in range(s_count):
         owned = source == s
         if owned.any():
@@ -167,38 +182,37 @@ def _weights(counts, inherit, weight, source, alpha, atoms_per_source):  # step 
 
 
 @njit(cache=True)
-def _alpha_own_terms(value, j, weight, source, coeffs, q, atoms_per_source, prior_shape, prior_rate):
-    """The terms of ln p(alpha) + ln p(w | alpha, s) + ln p(c | alpha) in alpha_j = value alone, plus
-    ln value (the walk's Jacobian; ``coupled_gibbs._alpha_own_terms``)."""
-    total = (prior_shape * np.log(prior_rate) + (prior_shape - 1) * np.log(value) - prior_rate * value
-             - math.lgamma(prior_shape) + np.log(value))
-    for k in range(weight.shape[0]):
-        if source[k] == j:
-            total += _gamma_log_density(weight[k], value / atoms_per_source)
-    for t in range(q.shape[0]):
-        if q[t, j] > 0:
-            conc = value * q[t, j]
-            total += (conc - 1) * np.log(max(coeffs[t, j], TINY)) - math.lgamma(max(conc, TINY))
-    return total
+def _count_step(step, counts, alpha, source, weight, coeffs, inherit, q, log_q, log_not_q, atoms_per_source,
+                prior_shape, prior_rate, alpha_step, sample_alpha, collapsed):
+    """Step 2, 5, 3 or 6 on the mixture counts m_tk (T, K), through which alone they see the labels,
+    on the state (alpha, source, weight, coeffs, inherit), updated in place; ``collapsed``: steps 2
+    and 5 with the coefficients integrated out (then step 3 must follow them)."""
+    t_count, k_count = inherit.shape
+    if step in ATOM_STEPS:
+        prior = np.zeros((k_count, alpha.shape[0]))  # ln Gamma(w_k; alpha_j / L, 1): step 5 scores owners
+        for k in range(k_count if step == 5 else 0):
+            for j in range(alpha.shape[0]):
+                prior[k, j] = _gamma_log_density(weight[k], alpha[j] / atoms_per_source)
+        move_atoms(counts, inherit, source, weight, alpha * q if collapsed else coeffs, log_q, log_not_q, prior,
+                   np.random.random((k_count, t_count + 1)), step == 5, collapsed)
+    elif step == 3:
+        _coefficients(counts, inherit, weight, source, alpha, q, coeffs)
+    elif step == 6:
+        _weights(counts, inherit, weight, source, alpha, coeffs, q, atoms_per_source, prior_shape, prior_rate,
+                 alpha_step, sample_alpha)
 
 
 @njit(cache=True)
-def _alpha(alpha, weight, source, coeffs, q, atoms_per_source, prior_shape, prior_rate, step):  # step 7
-    """alpha (S,) in place: alpha_j' = alpha_j exp(step N(0, 1)), one source at a time, accepted
-    with the ratio of the own terms and of sum_t ln G(sum_s alpha_s q_ts), which couples them."""
-    totals = np.zeros(q.shape[0])  # sum_s alpha_s q_ts
-    for j in range(alpha.shape[0]):
-        totals += alpha[j] * q[:, j]
-    for j in range(alpha.shape[0]):
-        proposal = alpha[j] * np.exp(step * np.random.standard_normal())
-        log_ratio = (_alpha_own_terms(proposal, j, weight, source, coeffs, q, atoms_per_source, prior_shape, prior_rate)
-                     - _alpha_own_terms(alpha[j], j, weight, source, coeffs, q, atoms_per_source, prior_shape,
-                                        prior_rate))
-        moved = totals + (proposal - alpha[j]) * q[:, j]
-        for t in range(q.shape[0]):
-            log_ratio += math.lgamma(moved[t]) - math.lgamma(totals[t])
-        if np.log(np.random.random()) < log_ratio:
-            alpha[j], totals = proposal, moved
+def count_sweeps(counts, alpha, source, weight, coeffs, inherit, q, atoms_per_source, prior_shape, prior_rate,
+                 alpha_step, sample_alpha, steps, seed):  # pragma: no cover (compiled)
+    """``steps`` (2, 3, 5, 6: COUNT_STEPS) on fixed mixture counts (T, K), the labels per group or the
+    document level's tables, steps 2 and 5 given the coefficients (as ``coupled_gibbs``'s steps); the
+    state updated in place, ``seed`` seeds numba's generator."""
+    np.random.seed(seed)
+    log_q, log_not_q = np.log(q), np.log1p(-q)
+    for step in steps:
+        _count_step(step, counts, alpha, source, weight, coeffs, inherit, q, log_q, log_not_q, atoms_per_source,
+                    prior_shape, prior_rate, alpha_step, sample_alpha, False)
 
 
 @njit(cache=True)
@@ -208,7 +222,7 @@ def sweeps(x, groups, z, alpha, source, weight, coeffs, inherit, q, atoms_per_so
     sweep) on the state (z, alpha, source, weight, coeffs, inherit), updated in place; ``seed``
     seeds numba's generator."""
     np.random.seed(seed)
-    t_count, k_count = inherit.shape
+    t_count = inherit.shape[0]
     log_q, log_not_q = np.log(q), np.log1p(-q)
     counts = _label_counts(groups, z, t_count)
     for _ in range(count):
@@ -216,16 +230,6 @@ def sweeps(x, groups, z, alpha, source, weight, coeffs, inherit, q, atoms_per_so
             if step == 1:
                 draw_cell_labels(x, groups, z, _mixing(coeffs, inherit, weight, source), vocab, beta)
                 counts = _label_counts(groups, z, t_count)
-            elif step in ATOM_STEPS:
-                prior = np.zeros((k_count, alpha.shape[0]))  # ln Gamma(w_k; alpha_j / L, 1): step 5 scores owners
-                for k in range(k_count if step == 5 else 0):
-                    for j in range(alpha.shape[0]):
-                        prior[k, j] = _gamma_log_density(weight[k], alpha[j] / atoms_per_source)
-                move_atoms(counts, inherit, source, weight, alpha * q, log_q, log_not_q, prior,
-                           np.random.random((k_count, t_count + 1)), step == 5, True)
-            elif step == 3:
-                _coefficients(counts, inherit, weight, source, alpha, q, coeffs)
-            elif step == 6:
-                _weights(counts, inherit, weight, source, alpha, atoms_per_source)
-            elif step == 7 and sample_alpha:
-                _alpha(alpha, weight, source, coeffs, q, atoms_per_source, prior_shape, prior_rate, alpha_step)
+            else:
+                _count_step(step, counts, alpha, source, weight, coeffs, inherit, q, log_q, log_not_q,
+                            atoms_per_source, prior_shape, prior_rate, alpha_step, sample_alpha, True)

@@ -9,7 +9,9 @@ uniforms (or a torch-drawn seed of numba's generator), so runs are reproducible 
 ``collapsed_log_likelihood``: ln p(x | z) with the topics integrated out, for the log joint.
 
 ``document_labels`` (step 1 with the document level): as ``collapsed_labels``, with each
-document's own counts n_dk added to b D_t(k) (``inference.coupled_gibbs``).
+document's own counts n_dk added to b D_t(k) (``inference.coupled_gibbs``); ``document_moves``
+moves a document's tokens on one atom together, ``document_tables`` draws the tables, and
+``document_log_likelihood`` scores the labels with theta_d integrated out.
 
 ``blocked_labels`` (step 1 on (group, word) cells): topics drawn, then each cell's label counts.
 
@@ -34,12 +36,18 @@ is dropped. A candidate is impossible (-inf) when a used atom would not be inher
 ``split_merge`` (steps 3 and 6 for words): Metropolis-Hastings moves of a group's tokens between
 two atoms, the coefficients (step 3) or the weights given V (step 6) integrated out; nts (T, S)
 is left holding the new n_ts. The target and the proposal are derived in ``inference.coupled_gibbs``.
+
+``alpha_given_auxiliaries`` (in step 6): the concentrations alpha_s with the weights integrated
+out given the auxiliaries V (``inference.coupled_gibbs``, step 6).
 """
 
 import math
 
 import numpy as np
 from numba import njit
+
+TINY = np.finfo(np.float64).tiny  # the floor of gamma draws that underflow (``coupled_gibbs._floored``)
+ALPHA_ROUNDS = 5  # random-walk proposals per concentration and sweep (``alpha_given_auxiliaries``)
 
 
 @njit(cache=True)
@@ -138,13 +146,52 @@ def document_labels(x, groups, starts, z, mixing, b, vocab, beta, uniforms):  # 
 @njit(cache=True)
 def _cell_log_likelihood(a, words, counts, n_words, nwk, nk, vocab, beta):
     """ln p(the cell's words | atom a's other words), topics integrated out: the words words[:n_words]
-    with multiplicities counts[:n_words]."""
+    with multiplicities counts[:n_words]; ln G(n + c + beta) - ln G(n + beta) as the sum of
+    ln(n + beta + i), i < c (a word rarely repeats within a cell: one logarithm, not two lgammas)."""
     value, total = 0.0, 0
     for i in range(n_words):
         w, c = words[i], counts[i]
-        value += math.lgamma(nwk[w, a] + c + beta) - math.lgamma(nwk[w, a] + beta)
+        for j in range(c):
+            value += math.log(nwk[w, a] + beta + j)
         total += c
     return value + math.lgamma(nk[a] + vocab * beta) - math.lgamma(nk[a] + total + vocab * beta)
+
+
+@njit(cache=True)
+def document_tables(groups, starts, z, mixing, b, uniforms):  # pragma: no cover (compiled)
+    """m_tk (T, K): the tables of each document's cells by Antoniak's scheme, summed by group; the
+    j-th token (j = 0, 1, ...) of atom k in document d opens a table when uniforms[i] (b D_t(k) + j)
+    < b D_t(k) (``inference.coupled_gibbs``, the document level)."""
+    tables = np.zeros(mixing.shape)
+    seen = np.zeros(mixing.shape[1], dtype=np.int64)
+    for d in range(starts.shape[0] - 1):
+        for i in range(starts[d], starts[d + 1]):
+            t, k = groups[i], z[i]
+            prior = b * mixing[t, k]
+            if uniforms[i] * (prior + seen[k]) < prior:
+                tables[t, k] += 1
+            seen[k] += 1
+        for i in range(starts[d], starts[d + 1]):
+            seen[z[i]] = 0
+    return tables
+
+
+@njit(cache=True)
+def document_log_likelihood(groups, starts, z, mixing, b):  # pragma: no cover (compiled)
+    """ln p(z | D) with theta_d integrated out, sum_d [ln G(b) - ln G(b + n_d) + sum_k (ln G(b D_t(k)
+    + n_dk) - ln G(b D_t(k)))], the last as sum_{j < n_dk} ln(b D_t(k) + j), token by token."""
+    value = 0.0
+    seen = np.zeros(mixing.shape[1], dtype=np.int64)
+    for d in range(starts.shape[0] - 1):
+        lo, hi = starts[d], starts[d + 1]
+        value += math.lgamma(b) - math.lgamma(b + hi - lo)
+        for i in range(lo, hi):
+            k = z[i]
+            value += math.log(b * mixing[groups[i], k] + seen[k])
+            seen[k] += 1
+        for i in range(lo, hi):
+            seen[z[i]] = 0
+    return value
 
 
 @njit(cache=True)
@@ -688,3 +735,47 @@ def split_merge(x, groups, z, by_group, group_starts, log_token, shape, source_p
                 used[pair[0]], used[pair[1]] = new_first, c - new_first
             for w in words:
                 word_count[w], on_first[w], proposed[w] = 0, 0, 0
+
+
+@njit(cache=True)
+def _alpha_terms(value, j, used, log_rate, source, coeffs, q, atoms_per_source, prior_shape, prior_rate):
+    """The terms of ln p(alpha | V, m, s, c) in alpha_j = value alone, plus ln value (the log-normal
+    walk's Jacobian): its Gamma prior, each atom of source j's weight integrated out given V,
+    ln G(a + m_k) - ln G(a) - a ln(1 + R_k) with a = value / L, and ln Dir(c_t; alpha q_t)'s terms in
+    c_tj. The rest, sum_t ln G(sum_s alpha_s q_ts), couples the sources."""
+    shape = value / atoms_per_source
+    total = (prior_shape - 1) * np.log(value) - prior_rate * value + np.log(value)
+    log_gamma_shape = math.lgamma(shape)
+    for k in range(used.shape[0]):
+        if source[k] == j:
+            total += math.lgamma(shape + used[k]) - log_gamma_shape - shape * log_rate[k]
+    for t in range(q.shape[0]):
+        if q[t, j] > 0:
+            conc = value * q[t, j]
+            total += (conc - 1) * np.log(max(coeffs[t, j], TINY)) - math.lgamma(conc)
+    return total
+
+
+@njit(cache=True)
+def alpha_given_auxiliaries(alpha, used, log_rate, source, coeffs, q, atoms_per_source, prior_shape, prior_rate,
+                            steps, log_uniforms):  # pragma: no cover (compiled)
+    """alpha (S,) in place by rounds of a log-normal random walk, one source at a time: alpha_j' =
+    alpha_j exp(steps[r, j]), accepted when log_uniforms[r, j] is below the ratio of the own
+    terms (``_alpha_terms``; m_k the counts per atom, log_rate ln(1 + R_k)) and of
+    sum_t ln G(sum_s alpha_s q_ts)."""
+    totals = np.zeros(q.shape[0])  # sum_s alpha_s q_ts
+    for j in range(alpha.shape[0]):
+        totals += alpha[j] * q[:, j]
+    for r in range(steps.shape[0]):
+        for j in range(alpha.shape[0]):
+            proposal = alpha[j] * np.exp(steps[r, j])
+            log_ratio = (_alpha_terms(proposal, j, used, log_rate, source, coeffs, q, atoms_per_source, prior_shape,
+                                      prior_rate)
+                         - _alpha_terms(alpha[j], j, used, log_rate, source, coeffs, q, atoms_per_source,
+                                        prior_shape, prior_rate))
+            moved = totals + (proposal - alpha[j]) * q[:, j]
+            for t in range(q.shape[0]):
+                if q[t, j] > 0:
+                    log_ratio += math.lgamma(moved[t]) - math.lgamma(totals[t])
+            if log_uniforms[r, j] < log_ratio:
+                alpha[j], totals = proposal, moved

@@ -124,6 +124,24 @@ def test_each_step_keeps_the_joint_distribution_with_the_document_level(step):
     assert len(z) and np.abs(z).max() < 4, z
 
 
+@pytest.mark.parametrize("documents", [pytest.param(False, marks=pytest.mark.slow), True], ids=["groups", "documents"])
+@pytest.mark.parametrize("block", [(n,) for n in coupled_cells.COUNT_STEPS.tolist()], ids=str)
+def test_each_compiled_count_step_keeps_the_joint_distribution(block, documents):
+    """The compiled steps 2, 3, 5, 6 that a sweep runs on the counts where no token moves run (the
+    document level, or words with split_merge_moves=0; ``coupled_gibbs.counts_sweep``): from exact
+    draws of the joint each gives exact draws again."""
+    options = DOCUMENTS if documents else {}
+    statistics = _document_statistics if documents else partial(_statistics, "categorical")
+    changes = []
+    for _ in range(1000):
+        state, x = _draw("categorical", **options)
+        before = statistics(state, x)
+        problem = _problem("categorical", x, split_merge_moves=0, **options)
+        changes.append(statistics(gibbs.counts_sweep(problem, state, block), x) - before)
+    z = _paired_z_scores(changes)
+    assert len(z) and np.abs(z).max() < 4, z
+
+
 @pytest.mark.parametrize("draws", [3000, pytest.param(12000, marks=pytest.mark.slow)])
 def test_the_document_cell_moves_keep_the_joint_distribution_and_move(draws):
     """The block moves alone (each document's tokens on one atom moving together), on documents of
