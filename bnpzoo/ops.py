@@ -60,10 +60,12 @@ def generalized_gaussian_shape(std, rho: float):
     return std * math.exp(0.5 * (math.lgamma(1 / rho) - math.lgamma(3 / rho)))
 
 
-def generalized_gaussian_log_density(x: torch.Tensor, means: torch.Tensor, std, rho: float = 2.0) -> torch.Tensor:
+def generalized_gaussian_log_density(x: torch.Tensor, means: torch.Tensor, std, rho: float = 2.0, *,
+                                     paired: bool = False) -> torch.Tensor:
     """ln prod_d GGD(x_nd | mu_kd, s_d, rho) for all pairs, (N, K), each feature with standard
     deviation ``std`` (a scalar or one per feature) and s from ``generalized_gaussian_shape``
-    ([PYPM-sVMM] eq. (2), normaliser rho / (2 s Gamma(1/rho))).
+    ([PYPM-sVMM] eq. (2), normaliser rho / (2 s Gamma(1/rho))); ``paired``: x_n against its own
+    mean, ``means`` (N, D), the diagonal of that table, (N,).
 
     rho = 2 is the Gaussian, ln N(x_n | mu_k, diag(std^2)), through one matrix product; any other
     rho goes through ``torch.cdist(x / s, mu / s, p=rho) ** rho``. Never an N x K x D tensor.
@@ -72,9 +74,13 @@ def generalized_gaussian_log_density(x: torch.Tensor, means: torch.Tensor, std, 
     std = torch.as_tensor(std, dtype=x.dtype, device=x.device).expand(d)
     if rho == 2.0:
         log_norm = -0.5 * d * math.log(2 * math.pi) - std.log().sum()
+        if paired:
+            return log_norm - 0.5 * ((x - means) / std).pow(2).sum(-1)
         return log_norm - 0.5 * squared_distances(x / std, means / std)
     s = generalized_gaussian_shape(std, rho)
     log_norm = d * (math.log(rho / 2) - math.lgamma(1 / rho)) - s.log().sum()
+    if paired:
+        return log_norm - ((x - means).abs() / s).pow(rho).sum(-1)
     return log_norm - torch.cdist(x / s, means / s, p=rho).pow(rho)
 
 

@@ -4,7 +4,9 @@ Under enumeration Pyro hands the observation site an assignment ``z`` of shape (
 per cluster) against N observations; the naive ``Normal(means[z], sigma)`` would then build a
 K x N x D tensor. These distributions instead compute the N x K table of component
 log-densities once (a matrix product, or ``torch.cdist``) and gather the entries that ``z``
-names, so the cost is one pass over x and the means whatever the enumeration shape.
+names, so the cost is one pass over x and the means whatever the enumeration shape. Given one
+assignment per observation (conditioned, as the MAP learners score the program) they compute
+only the N densities it names (``assigned_log_density``).
 """
 
 import copy
@@ -29,7 +31,12 @@ class AssignedComponents(TorchDistribution):
     def component_log_density(self, x: torch.Tensor) -> torch.Tensor:  # (N, K)
         raise NotImplementedError
 
+    def assigned_log_density(self, x: torch.Tensor) -> torch.Tensor:  # (N,): x_n under its own cluster
+        return self.component_log_density(x).gather(-1, self.assignment[:, None]).squeeze(-1)
+
     def log_prob(self, x: torch.Tensor) -> torch.Tensor:
+        if self.assignment.shape == x.shape[:-1]:  # one assignment per observation: not enumerated
+            return self.assigned_log_density(x)
         table = self.component_log_density(x)  # (N, K)
         rows = torch.arange(x.shape[-2], device=x.device)
         return table.T[self.assignment, rows]  # broadcast of z against the data rows
@@ -52,6 +59,9 @@ class AssignedGeneralizedGaussian(AssignedComponents):
 
     def component_log_density(self, x):
         return generalized_gaussian_log_density(x, self.means, self.std, self.rho)
+
+    def assigned_log_density(self, x):
+        return generalized_gaussian_log_density(x, self.means[self.assignment], self.std, self.rho, paired=True)
 
     def sample(self, sample_shape=torch.Size()):
         loc = self.means[self.assignment.expand(sample_shape + self.batch_shape)]

@@ -13,9 +13,10 @@ from bnpzoo.guides.stick_mixture import select_clusters
 from bnpzoo.inference.fisher import gaussian_mixture_fisher
 from bnpzoo.inference.optim import FisherBoard
 from bnpzoo.mixture_session import LEARNERS
-from bnpzoo.inference.svi import DATA_PLATE, map_assignment_loss
+from bnpzoo.inference.svi import DATA_PLATE, map_assignment_loss, scored_loss
 from bnpzoo.inference.vmm import assign, assignment_scores, mean_gradient
 from bnpzoo.metrics import nmi
+from bnpzoo.models.assigned import AssignedGeneralizedGaussian
 from bnpzoo.models.dp_gmm import model
 from bnpzoo.ops import stick_breaking_log_weights
 
@@ -52,6 +53,35 @@ def test_map_assignment_loss_gives_the_gradient_of_eq_12():
     resp = assign(assignment_scores(x, means, sticks, hyper["sigma"]), hard=True)
     expected = mean_gradient(x, resp, means, hyper["sigma"], hyper["prior_mean"], hyper["prior_precision"])
     assert torch.allclose(-grad, expected, atol=1e-4)
+
+
+@pytest.mark.parametrize("rho", [2.0, 1.0, 1.5])
+def test_the_conditioned_loss_has_trace_elbos_value_and_gradients(rho):
+    """The MAP learners' step scores the program at given assignments with ``scored_loss`` and the
+    paired component densities (``models.assigned``); Pyro's validated Trace_ELBO on the same
+    conditioned program, with the full N x K table gathered, gives the same loss and gradients."""
+    from bnpzoo.models import pyp_ggm
+
+    x, means, sticks, hyper = _small_problem()
+    hyper = dict(hyper, scale=hyper.pop("sigma"), rho=rho, discount=0.2)
+    z = torch.randint(0, 3, (50,), generator=torch.Generator().manual_seed(0))
+    indices = torch.randint(0, x.shape[0], (50,), generator=torch.Generator().manual_seed(1))
+    conditioned = poutine.scale(poutine.condition(pyp_ggm.model, data={DATA_PLATE: indices, "z": z}), 1 / 80)
+    guide = poutine.scale(map_guide(means, sticks), 1 / 80)
+    results = []
+    for loss_fn in (scored_loss, pyro.infer.Trace_ELBO().differentiable_loss):
+        pyro.clear_param_store()
+        loss = loss_fn(conditioned, guide, x, subsample_size=50, **hyper)
+        loss.backward()
+        store = pyro.get_param_store()
+        results.append([loss.detach()] + [store[name].unconstrained().grad.clone() for name in ("mu_map", "v_map")])
+    for ours, pyros in zip(*results):
+        assert torch.allclose(ours, pyros, rtol=1e-5, atol=1e-6)
+    assert results[0][1].abs().sum() > 0
+    # the paired densities are the entries of the full table that z names
+    components = AssignedGeneralizedGaussian(means, hyper["scale"], rho, z)
+    table = components.component_log_density(x[indices])
+    assert torch.allclose(components.log_prob(x[indices]), table[torch.arange(50), z], atol=1e-5)
 
 
 @pytest.mark.parametrize("inference", SEED_LEARNERS[:-1] + ["vi"])
