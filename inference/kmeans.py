@@ -2,22 +2,27 @@
 
 import torch
 
-from bnpzoo.ops import squared_distances
+from bnpzoo.ops import row_blocks, squared_distances
 
 
 def kmeans_plus_plus(x: torch.Tensor, k: int, generator: torch.Generator) -> torch.Tensor:
     """k-means++ seeding (Arthur & Vassilvitskii, 2007): each new centre drawn with probability
-    proportional to the squared distance to the nearest centre chosen so far."""
+    proportional to the squared distance to the nearest centre chosen so far (|x_n|^2 computed
+    once: a matrix-vector product a centre)."""
     n = x.shape[0]
-    first = torch.randint(n, (1,), generator=generator, device=generator.device).to(x.device)
-    centres = [x[first]]
-    nearest = squared_distances(x, centres[0]).squeeze(1)
+    squared_norms = (x * x).sum(1)
+
+    def distances_to(pick):
+        return (squared_norms - 2 * (x @ x[pick].squeeze(0)) + squared_norms[pick]).clamp_min(0)
+
+    pick = torch.randint(n, (1,), generator=generator, device=generator.device).to(x.device)
+    centres, nearest = [x[pick]], distances_to(pick)
     for _ in range(k - 1):
         # all-equal points leave no mass: fall back to a uniform draw
         weights = nearest if nearest.sum() > 0 else torch.ones_like(nearest)
         pick = torch.multinomial(weights.cpu(), 1, generator=generator).to(x.device)
         centres.append(x[pick])
-        nearest = torch.minimum(nearest, squared_distances(x, x[pick]).squeeze(1))
+        nearest = torch.minimum(nearest, distances_to(pick))
     return torch.cat(centres)
 
 
@@ -47,3 +52,12 @@ def kmeans(x: torch.Tensor, k: int, *, n_init: int = 3, max_iter: int = 50, seed
         if best is None or run[2] < best[2]:
             best = run
     return best[0], best[1]
+
+
+def nearest_centres(x: torch.Tensor, centres: torch.Tensor, scale=1.0) -> torch.Tensor:
+    """Each row's nearest centre (N,) in units of ``scale`` (x / scale against ``centres``), in blocks
+    of rows (no N x K table, no scaled copy of x)."""
+    labels = torch.empty(x.shape[0], dtype=torch.long, device=x.device)
+    for rows in row_blocks(x.shape[0], centres.shape[0]):
+        labels[rows] = squared_distances(x[rows] / scale, centres).argmin(1)
+    return labels

@@ -54,7 +54,7 @@ from tqdm.auto import tqdm
 from bnpzoo.inference.kmeans import kmeans
 from bnpzoo.inference.mean_factors import mean_variances, means_kl, occam_penalty
 from bnpzoo.inference.sticks import reorder_and_prune, stick_log_prior, update_sticks
-from bnpzoo.ops import generalized_gaussian_log_density, stick_breaking_log_weights
+from bnpzoo.ops import generalized_gaussian_log_density, row_blocks, stick_breaking_log_weights
 
 
 @dataclass
@@ -80,8 +80,70 @@ def mean_gradient(x, resp, means, std, prior_mean, prior_precision):
 
 def update_means(x, resp, prior_mean, prior_precision):
     """The zero of eq. (12): (sum_n E[z_nk] x_n + lambda0 m0) / (N_k + lambda0)."""
-    counts = resp.sum(0)
-    return (resp.T @ x + prior_precision * prior_mean) / (counts[:, None] + prior_precision)
+    return means_from_statistics(resp.sum(0), resp.T @ x, prior_mean, prior_precision)
+
+
+def means_from_statistics(counts, sums, prior_mean, prior_precision):
+    """The zero of eq. (12) from N_k = sum_n E[z_nk] and S_k = sum_n E[z_nk] x_n."""
+    return (sums + prior_precision * prior_mean) / (counts[:, None] + prior_precision)
+
+
+@dataclass
+class Assignments:
+    """E[z] as the M-step sees it: the counts N_k (K,) and sums S_k (K, D), and with hard
+    assignments each sample's cluster (N,), -1 for a sample whose cluster was pruned (it then
+    sits in no cluster until step 1 reassigns it, as a one-hot row dropped with its column)."""
+
+    counts: torch.Tensor
+    sums: torch.Tensor
+    labels: torch.Tensor | None = None
+
+    @classmethod
+    def from_labels(cls, x, labels, k: int, hard: bool = True) -> "Assignments":
+        """One-hot E[z] from the labels (-1: in no cluster); ``hard=False`` keeps only the statistics."""
+        counts = x.new_zeros(k + 1, dtype=torch.float64)  # entry k collects the -1s
+        sums = x.new_zeros(k + 1, x.shape[1], dtype=torch.float64)
+        for rows in row_blocks(x.shape[0], k):
+            index = labels[rows] % (k + 1)
+            counts += torch.bincount(index, minlength=k + 1)
+            sums.index_add_(0, index, x[rows].double())
+        counts, sums = counts[:k].to(x.dtype), sums[:k]
+        return cls(counts, sums.to(x.dtype), labels if hard else None)
+
+    def select(self, keep: torch.Tensor) -> "Assignments":
+        """The clusters ``keep`` in that order (step 2)."""
+        labels = self.labels
+        if labels is not None:
+            position = torch.full((self.counts.numel() + 1,), -1, dtype=labels.dtype, device=labels.device)
+            position[keep] = torch.arange(keep.numel(), device=labels.device)
+            labels = position[labels]  # -1 indexes the extra last entry, -1 itself
+        return Assignments(self.counts[keep], self.sums[keep], labels)
+
+
+def expectation(x, means, sticks, std, penalty, hard: bool, labels=None) -> tuple[torch.Tensor, Assignments]:
+    """One pass over x in blocks of rows (``ops.row_blocks``: no N x K table): the data term of
+    the objective (hard: of ``labels`` under these parameters; soft: z summed out) and step 1's
+    new assignments (eq. (15)) as ``Assignments``."""
+    k = means.shape[0]
+    value = x.new_zeros((), dtype=torch.float64)
+    counts = x.new_zeros(k, dtype=torch.float64)
+    sums = x.new_zeros(k, x.shape[1], dtype=torch.float64)
+    new_labels = torch.empty(x.shape[0], dtype=torch.long, device=x.device) if hard else None
+    for rows in row_blocks(x.shape[0], k):
+        block = x[rows]
+        scores = assignment_scores(block, means, sticks, std, penalty)
+        if hard:
+            old = labels[rows]
+            value += scores.gather(1, old.clamp_min(0)[:, None]).squeeze(1).masked_fill(old < 0, 0).sum()
+            new_labels[rows] = scores.argmax(1)
+            counts += torch.bincount(new_labels[rows], minlength=k)
+            sums.index_add_(0, new_labels[rows], block.double())
+        else:
+            value += torch.logsumexp(scores, 1).sum()
+            resp = torch.softmax(scores, 1)
+            counts += resp.sum(0)
+            sums += resp.T @ block
+    return value.to(x.dtype), Assignments(counts.to(x.dtype), sums.to(x.dtype), new_labels)
 
 
 def assignment_scores(x, means, sticks, std, penalty=0.0):
@@ -104,23 +166,17 @@ def prior_terms(means, sticks, variances, *, std, alpha, discount=0.0, prior_mea
     return stick_log_prior(sticks, alpha, discount, n_sticks=n_clusters - 1) - kl
 
 
-def objective(scores, resp, hard) -> torch.Tensor:
-    """The data term: hard, sum_n scores[n, z_n]; soft, sum_n ln sum_k exp(scores[n, k])."""
-    return (scores * resp).sum() if hard else torch.logsumexp(scores, 1).sum()
-
-
-def split_cluster(x, resp, cluster, std, seed):
-    """``resp`` with cluster ``cluster``'s members divided in two by 2-means in units of ``std``,
-    the second half as a new last column; None when the cluster has fewer than 4 members."""
-    members = resp[:, cluster] > 0.5
-    if int(members.sum()) < 4:
+def split_cluster(x, assignments, cluster, std, seed):
+    """``assignments`` (hard) with cluster ``cluster``'s members divided in two by 2-means in units
+    of ``std``, the second half as a new last cluster; None when the cluster has fewer than 4
+    members."""
+    members = (assignments.labels == cluster).nonzero()[:, 0]
+    if members.numel() < 4:
         return None
     _, halves = kmeans(x[members] / std, 2, n_init=1, seed=seed)
-    moved = torch.zeros_like(resp[:, 0])
-    moved[members.nonzero()[:, 0][halves == 1]] = 1.0
-    proposal = resp.clone()
-    proposal[:, cluster] -= moved
-    return torch.cat([proposal, moved[:, None]], 1)
+    labels = assignments.labels.clone()
+    labels[members[halves == 1]] = assignments.counts.numel()
+    return Assignments.from_labels(x, labels, assignments.counts.numel() + 1)
 
 
 def fit_vmm(
@@ -145,74 +201,82 @@ def fit_vmm(
     """Run the MM iterations from a K-means start ([DPM-SGA] Algorithm 1, with MAP in place of SGA).
 
     Initialisation as in step 3.iv: E[z] = the K-means labels, then E[mu] and E[v]. Each prior
-    phase (the module docstring) stops when the assignments no longer change (hard), when the
-    relative change of the objective falls below ``tol``, or after ``max_iter`` iterations.
-    ``guard=False`` reorganises unconditionally, as [PYPM-sVMM] V.D does (for comparison);
+    phase (the module docstring) stops when at most a fraction ``tol`` of the samples changed
+    cluster (hard), when the relative change of the objective falls below ``tol`` (soft), or after
+    ``max_iter`` iterations. Both tests mean the same at every N; a test on the hard objective's
+    relative change did not: on 1,000,000 x 64 a change of 4.4e-6 stopped the pruning phase after
+    2 iterations with 100 clusters left of 50 (NMI 0.931), where moving assignments run on to the
+    50. ``guard=False`` reorganises unconditionally, as [PYPM-sVMM] V.D does (for comparison);
     ``split_moves`` (hard assignments) proposes splits in the last phase (the module docstring).
+    Every pass over the data runs in blocks of rows (``expectation``).
     """
     std = torch.as_tensor(std, dtype=x.dtype, device=x.device).expand(x.shape[1])
     information = 1 / std**2  # Gaussian components
     phases = [prior_precision]
     if pruning_precision is not None and pruning_precision > prior_precision:
         phases.insert(0, pruning_precision)
-    resp = torch.nn.functional.one_hot(init_labels, init_means.shape[0]).to(x.dtype)
+    assignments = Assignments.from_labels(x, init_labels, init_means.shape[0], hard)
     fit = StickMixtureFit(means=init_means, sticks=init_means.new_empty(0))
     bar = tqdm(total=max_iter * len(phases), disable=not verbose, desc="vmm", unit="it")
     for phase, precision in enumerate(phases):
         fit.phase_starts.append(len(fit.objective_trace))
         splits = split_moves and hard and phase == len(phases) - 1
-        resp, fit.converged = _phase(x, resp, fit, information, bar, std=std, alpha=alpha, discount=discount,
-                                     prior_mean=prior_mean, prior_precision=precision, n_clusters=init_means.shape[0],
-                                     hard=hard, max_iter=max_iter, tol=tol, prune_threshold=prune_threshold,
-                                     guard=guard, splits=splits)
+        assignments, fit.converged = _phase(x, assignments, fit, information, bar, std=std, alpha=alpha,
+                                            discount=discount, prior_mean=prior_mean, prior_precision=precision,
+                                            n_clusters=init_means.shape[0], hard=hard, max_iter=max_iter, tol=tol,
+                                            prune_threshold=prune_threshold, guard=guard, splits=splits)
     bar.close()
     return fit
 
 
-def _phase(x, resp, fit, information, bar, *, hard, max_iter, tol, prune_threshold, guard, splits, **prior):
-    """Iterate steps 1-4 under one prior until convergence; returns (resp, converged)."""
+def _phase(x, assignments, fit, information, bar, *, hard, max_iter, tol, prune_threshold, guard, splits, **prior):
+    """Iterate steps 1-4 under one prior until convergence; returns (assignments, converged)."""
 
-    def maximise(resp):  # steps 3-4, and the objective they reach
-        counts = resp.sum(0)
-        means = update_means(x, resp, prior["prior_mean"], prior["prior_precision"])
+    def maximise(assignments):  # steps 3-4, then one pass: the objective they reach, step 1's assignments
+        counts = assignments.counts
+        means = means_from_statistics(counts, assignments.sums, prior["prior_mean"], prior["prior_precision"])
         sticks = update_sticks(counts, prior["alpha"], prior["discount"])
         variances = mean_variances(counts, information, prior["std"], prior["prior_precision"])
-        scores = assignment_scores(x, means, sticks, prior["std"], occam_penalty(variances, information))
-        value = objective(scores, resp, hard) + prior_terms(means, sticks, variances, **prior)
-        return means, sticks, scores, value.item()
+        data_term, new = expectation(x, means, sticks, prior["std"], occam_penalty(variances, information), hard,
+                                     assignments.labels)
+        return means, sticks, new, (data_term + prior_terms(means, sticks, variances, **prior)).item()
+
+    def reorganise(assignments):  # step 2's order and pruning
+        return reorder_and_prune(assignments.counts, prior["alpha"], prune_threshold, prior["discount"])
 
     trace, refused = [], 0
     for it in range(max_iter + 1):
         # step 2: reorder by size, prune dead clusters; kept only where it does not lower the objective
-        keep = reorder_and_prune(resp.sum(0), prior["alpha"], prune_threshold, prior["discount"])
-        moved = not torch.equal(keep, torch.arange(resp.shape[1], device=keep.device))
-        fit.means, fit.sticks, scores, value = maximise(resp[:, keep])
+        keep = reorganise(assignments)
+        moved = not torch.equal(keep, torch.arange(assignments.counts.numel(), device=keep.device))
+        fit.means, fit.sticks, new, value = maximise(assignments.select(keep))
         if guard and moved and trace and value < trace[-1]:
-            fit.means, fit.sticks, scores, value = maximise(resp)
+            fit.means, fit.sticks, new, value = maximise(assignments)
         else:
-            resp = resp[:, keep]
-        if splits and resp.shape[1] < prior["n_clusters"]:  # a split move, kept if the objective rises
-            proposal = split_cluster(x, resp, it % resp.shape[1], prior["std"], seed=it)
+            assignments = assignments.select(keep)
+        if splits and assignments.counts.numel() < prior["n_clusters"]:  # a split move, kept if the objective rises
+            proposal = split_cluster(x, assignments, it % assignments.counts.numel(), prior["std"], seed=it)
             if proposal is not None:
-                proposal = proposal[:, reorder_and_prune(proposal.sum(0), prior["alpha"], prune_threshold,
-                                                         prior["discount"])]
+                proposal = proposal.select(reorganise(proposal))
                 step = maximise(proposal)
                 if step[3] > value:
-                    (fit.means, fit.sticks, scores, value), resp = step, proposal
-            refused = 0 if proposal is not None and resp is proposal else refused + 1
+                    (fit.means, fit.sticks, new, value), assignments = step, proposal
+            refused = 0 if proposal is not None and assignments is proposal else refused + 1
         trace.append(value)
         fit.objective_trace.append(value)
         if it == max_iter:
-            return resp, False
-        # step 1: new assignments (eq. (15))
-        new_resp = assign(scores, hard)
+            return assignments, False
+        # step 1: the new assignments (eq. (15)), from maximise's pass
         fit.n_iter += 1
         bar.update(1)
-        bar.set_postfix(k=resp.shape[1], objective=f"{value:.4g}")
-        unchanged = hard and torch.equal(new_resp, resp)
-        small = len(trace) > 1 and abs(value - trace[-2]) <= tol * abs(trace[-2])
+        k = assignments.counts.numel()
+        bar.set_postfix(k=k, objective=f"{value:.4g}")
+        if hard:
+            settled_assignments = int((new.labels != assignments.labels).sum()) <= tol * x.shape[0]
+        else:
+            settled_assignments = len(trace) > 1 and abs(value - trace[-2]) <= tol * abs(trace[-2])
         # settled: a whole round of split proposals refused, or no room left for another cluster
-        settled = not splits or refused >= resp.shape[1] or resp.shape[1] >= prior["n_clusters"]
-        resp = new_resp
-        if (unchanged or small) and settled:
-            return resp, True
+        settled = not splits or refused >= k or k >= prior["n_clusters"]
+        assignments = new
+        if settled_assignments and settled:
+            return assignments, True
