@@ -1,11 +1,15 @@
 """bnpzoo: Bayesian nonparametric mixture models as Pyro programs, with their papers' learners."""
 
-from bnpzoo.coupled_dp import CoupledDP
-from bnpzoo.diagnostics import compare
-from bnpzoo.dp_gmm import DPGMM
-from bnpzoo.hdp_gd import HDPGD
-from bnpzoo.mixture import MixtureSVI
-from bnpzoo.pyp_ggm import PYPGGM
+from bnpzoo.threads import prefer_passive_wait
+
+prefer_passive_wait()  # before anything imports torch (``bnpzoo.threads``)
+
+from bnpzoo.coupled_dp import CoupledDP  # noqa: E402
+from bnpzoo.diagnostics import compare  # noqa: E402
+from bnpzoo.dp_gmm import DPGMM  # noqa: E402
+from bnpzoo.hdp_gd import HDPGD  # noqa: E402
+from bnpzoo.mixture import MixtureSVI  # noqa: E402
+from bnpzoo.pyp_ggm import PYPGGM  # noqa: E402
 
 __version__ = "0.1.0"
 __all__ = ["CoupledDP", "DPGMM", "HDPGD", "MixtureSVI", "PYPGGM", "compare", "__version__"]

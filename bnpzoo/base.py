@@ -1,7 +1,8 @@
 """What bnpzoo's estimators share.
 
 ``Estimator``: parameters (``_parameter_constraints``, one place for allowed values, checked when
-``fit`` starts), their checks, and save/load of the tensors listed in ``_fitted_attributes``.
+``fit`` starts), their checks, save/load of the tensors listed in ``_fitted_attributes``, and the
+work of a step that sets a fit's threads (``_step_work``, ``bnpzoo.threads``).
 
 ``MixtureEstimator`` adds prediction, scoring and ArviZ for mixtures of numeric rows: a subclass
 implements ``fit``, ``_log_joint_table(x)`` (ln pi_k + ln f(x_n | theta_k), an N x K tensor), and
@@ -60,6 +61,20 @@ class Estimator:
 
     def __repr__(self):
         return f"{type(self).__name__}({', '.join(f'{k}={v!r}' for k, v in self.get_params().items())})"
+
+    def _rows_per_step(self, n: int) -> int:
+        """Rows a learner's step touches: all of them, or a minibatch (overridden)."""
+        return n
+
+    def _step_work(self, X) -> float:
+        """rows x clusters x features of one step (``bnpzoo.threads.fit_threads``)."""
+        try:  # before validation: X may be anything, ragged token lists included
+            shape = tuple(X.shape) if hasattr(X, "shape") else (len(X),)
+        except TypeError:
+            shape = ()
+        rows = self._rows_per_step(shape[0]) if shape else 0
+        features = shape[1] if len(shape) > 1 else 1
+        return rows * features * (getattr(self, "truncation", None) or 1)
 
     def _validate_params(self):
         check_params(self.get_params(), self._parameter_constraints)

@@ -24,6 +24,7 @@ from bnpzoo.inference.coupled_kernel import CoupledGibbsKernel, log_joint
 from bnpzoo.models.coupled_configs import CONFIGS, inheritance_matrix
 from bnpzoo.models.coupled_dp import mixing_weights
 from bnpzoo.perplexity import completion_perplexity
+from bnpzoo.threads import fit_threads
 
 INFERENCE = ("gibbs",)
 POOL = 150  # atoms in the default pool for words (``truncation=None``)
@@ -184,6 +185,7 @@ class CoupledDP(Estimator):
         return inheritance_matrix(self.config, num_groups, **options)
 
     # -- fitting ---------------------------------------------------------------------------
+    @fit_threads
     def fit(self, X, groups=None):
         from pyro.infer import MCMC
 

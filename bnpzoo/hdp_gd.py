@@ -28,6 +28,7 @@ from bnpzoo.inference.conjugate import expected_log_weights
 from bnpzoo.inference.hdp_gd import (Globals, Observations, Prior, batch_iteration, converged, initial_globals,
                                      local_bound, local_step, merge_moves, online_step, saliency_mean, tables)
 from bnpzoo.ops import geometric_transform, log_remaining_mass, normalise_histograms
+from bnpzoo.threads import fit_threads
 
 INFERENCE = ("vi", "online-vi")
 LOCAL_ITERS = 5  # rounds of q(Z), q(phi) for data the fit has not seen
@@ -181,6 +182,7 @@ class HDPGD(Estimator):
         return Observations.of(x[order], index[order], n_groups), order, log_jacobian
 
     # -- fitting -------------------------------------------------------------------------------
+    @fit_threads
     def fit(self, X, groups=None):
         """Fit on proportion vectors X (N x D) in ``groups`` (N integer labels); returns self."""
         self._validate_params()
@@ -240,6 +242,9 @@ class HDPGD(Estimator):
     def _merges(self) -> int:
         return (5 if self.inference == "vi" else 1) if self.merges is None else self.merges
 
+    def _rows_per_step(self, n: int) -> int:
+        return n if self.inference == "vi" else self._batch_size(n)
+
     def _batch_size(self, n: int) -> int:
         return min(n, self.batch_size or 200)
 
@@ -265,6 +270,7 @@ class HDPGD(Estimator):
                 bar.update()
         return g, step
 
+    @fit_threads
     def partial_fit(self, X, groups=None):
         """online-vi: one pass of minibatch steps over X, resuming the previous call's factors (the
         first call fits from scratch). Group labels must be those of the first call."""

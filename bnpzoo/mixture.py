@@ -36,6 +36,7 @@ from bnpzoo.inference.vmm import fit_vmm, prior_terms
 from bnpzoo.mixture_session import GENERIC, LEARNERS, StochasticSession, check_closed_form
 from bnpzoo.ops import (conjugate_sticks, default_sigma, relative_spreads, row_blocks, stick_breaking_log_weights,
                         weights_to_sticks)
+from bnpzoo.threads import fit_threads
 
 INFERENCE = ("vmm", *LEARNERS)
 STOCHASTIC = tuple(name for name in LEARNERS if name != "vi")
@@ -134,6 +135,7 @@ class StickMixture(MixtureEstimator):
     _fitted_attributes = FITTED
 
     # -- fitting -----------------------------------------------------------------------------
+    @fit_threads
     def fit(self, X, y=None):
         """Fit on X (N x D); returns self."""
         self._validate_params()
@@ -162,6 +164,7 @@ class StickMixture(MixtureEstimator):
         self._record(x, means, sticks, scale, trace, seconds, n_iter, converged, start)
         return self
 
+    @fit_threads
     def partial_fit(self, X, y=None):
         """One pass of minibatch steps over the batch X, resuming the last call; returns self."""
         self._validate_params()
@@ -229,6 +232,9 @@ class StickMixture(MixtureEstimator):
             raise ValueError("assignment='soft' does not suit sga-fisher: its per-sample Fisher needs "
                              "one-hot assignments ([DPM-SGA] eq. (15)); use assignment='hard' or None")
         return self.assignment == "hard"
+
+    def _rows_per_step(self, n):
+        return n if self.inference == "vmm" else self._batch_size(n)
 
     def _batch_size(self, n):
         if self.batch_size is not None:
