@@ -143,16 +143,16 @@ class StochasticSession:
         if not (self.fisher or decode):
             return None
         means, sticks, _ = guides.point_estimates("map")
-        resp = assign(self._table(self.batch, means, sticks, self._variances()), self.hard)
+        table = self._table(self.batch, means, sticks, self._variances())
         if self.fisher:
             n = self.data.shape[0]
             settings = dict(std=self.prior["std"], prior_precision=self.prior["prior_precision"], n_total=n,
                             **self.sticks_prior)
-            f_mu, f_v = gaussian_mixture_fisher(self.batch, resp, means, sticks, prior_mean=self.prior["prior_mean"],
-                                                **settings)
+            f_mu, f_v = gaussian_mixture_fisher(self.batch, assign(table, self.hard), means, sticks,
+                                                prior_mean=self.prior["prior_mean"], **settings)
             c_mu, c_v = prior_curvature(sticks, **settings)
             self.board.update(mu_map=f_mu + c_mu, v_map=f_v + c_v)
-        return {"z": resp.argmax(1)} if decode else None
+        return {"z": table.argmax(1)} if decode else None
 
     def _natural_loss(self, model, guide, *args, **kwargs):
         """1/2 |theta - theta_hat|^2 over the natural parameters; see ``inference.optim``."""
