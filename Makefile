@@ -12,7 +12,7 @@ TORCH_SPEC ?= torch==2.13.0
 TORCH_FLAGS ?=
 comma := ,
 
-.PHONY: compare test test-slow test-latest lock bench notebooks clean
+.PHONY: install compare test test-slow test-latest lock bench notebooks clean
 
 # $(call environment,FOLDER,PIP CONSTRAINT FLAGS,EXTRAS): a new virtual environment in FOLDER
 define environment
@@ -29,6 +29,8 @@ $(VENV)/.installed: pyproject.toml $(LOCK)
 	$(call environment,$(VENV),-c $(LOCK),dev)
 	touch $@
 	@echo "==> ready: .venv/bin/bnpzoo, or 'source .venv/bin/activate' to put bnpzoo on the PATH"
+
+install: $(VENV)/.installed
 
 compare: $(VENV)/.installed
 	$(VENV)/bin/bnpzoo compare --data digits --out results

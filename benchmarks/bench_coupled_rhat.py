@@ -1,5 +1,5 @@
 """Convergence of the coupled latent-DP sampler on digits-bags (issue 4): 4 chains under
-pyro.infer.MCMC in seed 003 section 5.2's set-up (``config="scenes"``: a local latent DP per digit
+pyro.infer.MCMC in [Coupled-DP] section 5.2's set-up (``config="scenes"``: a local latent DP per digit
 at q = 1, 0.2 to the other locals, a global one at q = 0.5; 10 atoms per latent DP), with the
 blocked label step (``label_step="blocked"``: 562k tokens in 517 (digit, pixel) cells, the sweep
 compiled end to end, ``inference.coupled_cells``), R-hat and ESS of the log joint over the kept

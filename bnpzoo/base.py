@@ -166,10 +166,18 @@ class MixtureEstimator(Estimator):
         return float(self.score_samples(X).mean())
 
     # -- diagnostics -----------------------------------------------------------------------
+    _draw_dims = {"v": ["stick"], "mu": ["cluster", "feature"], "weights": ["cluster"]}
+
     def to_arviz(self, X, *, num_draws: int = 200, random_state: int | None = 0):
-        """ArviZ InferenceData: posterior draws, a pointwise ``log_likelihood`` group, the data."""
-        from bnpzoo.diagnostics import inference_data
+        """ArviZ InferenceData: ``num_draws`` draws from the posterior factors (the program's sites
+        ``v`` and ``mu``, and the ``weights`` they give), ln p(x_n | draw) with the assignment summed
+        out for every row of X (``log_likelihood``: ``arviz.loo`` and ``arviz.waic`` work on it), X
+        itself, and the bound at each evaluation of the fit (``sample_stats``). Every draw's cluster
+        k comes from the factor of fitted cluster k, so labels do not switch between draws and
+        per-cluster summaries are meaningful."""
+        from bnpzoo.diagnostics import check_num_draws, inference_data
 
         x = self._input(X)
-        rng = np.random.default_rng(random_state)
-        return inference_data(self, x, self._posterior_draws(num_draws, rng))
+        draws = self._posterior_draws(check_num_draws(num_draws), np.random.default_rng(random_state))
+        return inference_data(draws, lambda draw: self._draw_log_likelihood(x, draw), {"x": x.cpu().numpy()},
+                              dims=self._draw_dims, bound=getattr(self, "elbo_trace_", None))

@@ -1,6 +1,6 @@
 """``bnpzoo`` / ``python -m bnpzoo``: fit one model, or compare every model x learner on a data set.
 
-    bnpzoo fit MODEL --inference LEARNER --data DATA [--labels PATH] [--groups PATH] [--test-data PATH]
+    bnpzoo fit MODEL --data DATA [--inference LEARNER] [--labels PATH] [--groups PATH] [--test-data PATH]
                      [--truncation K] [--iters N] [--batch-size M] [--seed S] [--device D] [model options] [--json]
     bnpzoo compare --data DATA [--out DIR] [--json]
 
@@ -54,7 +54,8 @@ def build_parser() -> Parser:
     fit = sub.add_parser("fit", help="fit one model with one learner", epilog=epilog,
                          formatter_class=argparse.RawDescriptionHelpFormatter)
     fit.add_argument("model", choices=sorted(MODELS))
-    fit.add_argument("--inference", required=True, help="learner name")
+    fit.add_argument("--inference", help="learner name (default: the model's own; " +
+                     ", ".join(f"{name}: {entry.default_learner}" for name, entry in MODELS.items()) + ")")
     _common(fit)
     compare = sub.add_parser("compare", help="every model x learner on one data set: a table and a figure")
     _common(compare)
@@ -148,6 +149,7 @@ def _table(records: list) -> str:
 
 def cmd_fit(args, extra) -> None:
     options = _model_options(args.model, extra)
+    args.inference = args.inference or MODELS[args.model].default_learner
     dataset, held_out = _load(args, args.model)
     record = (run_grouped(args.model, args.inference, dataset, held_out, args, options) if MODELS[args.model].grouped
               else run_one(args.model, args.inference, dataset, args, options))

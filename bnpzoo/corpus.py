@@ -7,7 +7,7 @@ Sources:
                             integer counts; word j is the token "w<j>"
     digits-bags             scikit-learn's 1,797 8x8 digits, each a bag of pixel tokens "p00".."p63"
                             whose counts are the intensities 0..16, grouped by class (the set-up of
-                            seed 003 section 5.2, with images for scenes)
+                            [Coupled-DP] section 5.2, with images for scenes)
 
 Groups (and labels) are files of integers, one a line, aligned with the documents. Every
 failure is a ValueError that names the file and the line, row or entry at fault.

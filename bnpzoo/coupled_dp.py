@@ -1,4 +1,4 @@
-"""``bnpzoo.CoupledDP``: coupled nonparametric mixtures through latent DPs (seed 003), fitted by
+"""``bnpzoo.CoupledDP``: coupled nonparametric mixtures through latent DPs ([Coupled-DP]), fitted by
 the Gibbs sampler of ``inference.coupled_gibbs`` under ``pyro.infer.MCMC``.
 
 The one place that pairs ``models.coupled_dp`` with its sampler: it turns a grouped corpus (or
@@ -19,11 +19,8 @@ from bnpzoo._validation import Interval, OneOf, check_array
 from bnpzoo.base import Estimator
 from bnpzoo.corpus import Corpus
 from bnpzoo.diagnostics import arviz
-from bnpzoo.inference import coupled_gibbs as gibbs
-from bnpzoo.inference.coupled_kernel import CoupledGibbsKernel, log_joint
 from bnpzoo.models.coupled_configs import CONFIGS, inheritance_matrix
 from bnpzoo.models.coupled_dp import mixing_weights
-from bnpzoo.perplexity import completion_perplexity
 from bnpzoo.threads import fit_threads
 
 INFERENCE = ("gibbs",)
@@ -32,7 +29,7 @@ POOL = 150  # atoms in the default pool for words (``truncation=None``)
 
 class CoupledDP(Estimator):
     """Groups of observations, each group's mixture D_t = sum_s c_ts S_{q_ts}(H_s) built from
-    latent DPs H_s ~ DP(alpha_s B) (seed 003 eq. (6)-(8)); see ``models.coupled_dp``.
+    latent DPs H_s ~ DP(alpha_s B) ([Coupled-DP] eq. (6)-(8)); see ``models.coupled_dp``.
 
     ``fit(X, groups=None)``: X a ``bnpzoo.corpus.Corpus`` (its ``groups`` used unless given), a
     list of documents (token lists) with ``groups`` one per document, or an N x D real array with
@@ -54,7 +51,7 @@ class CoupledDP(Estimator):
         latent DP for real vectors. A fit whose samples fill the pool warns.
     alpha : the latent DPs' concentration; None samples it under Gamma(0.1, 0.1) (section 5.1).
     beta : the topics' Dirichlet parameter; words only. None: 0.01, as tomotopy's and gensim's
-        topic-word prior (seed 003's uniform base, beta = 1, is far too flat for text: on
+        topic-word prior ([Coupled-DP]'s uniform base, beta = 1, is far too flat for text: on
         lee_background it found 8 topics and a perplexity of 2163 against 1406 with 0.01).
     prior_mean, prior_kappa, prior_shape, prior_rate : the Normal-Gamma base; real vectors only.
     label_step : how words' labels are drawn (``inference.coupled_gibbs``, step 1): "collapsed",
@@ -189,6 +186,9 @@ class CoupledDP(Estimator):
     def fit(self, X, groups=None):
         from pyro.infer import MCMC
 
+        from bnpzoo.inference import coupled_gibbs as gibbs  # the sampler (numba, scipy) loads on first use
+        from bnpzoo.inference.coupled_kernel import CoupledGibbsKernel, log_joint
+
         self._validate_params()
         start = time.perf_counter()
         if self.random_state is not None:
@@ -256,6 +256,7 @@ class CoupledDP(Estimator):
 
     def _keep(self, problem, state, vocab):
         """The fitted point summary: the used atoms of one state, largest first."""
+        from bnpzoo.inference import coupled_gibbs as gibbs
         s = problem.sizes[1]
         sizes = gibbs.label_counts(problem, state.z).sum(0)
         used = torch.argsort(sizes, descending=True)[: int((sizes > 0).sum())]
@@ -275,6 +276,8 @@ class CoupledDP(Estimator):
 
     def perplexity(self, docs) -> float:
         """Held-out completion perplexity of token lists (``bnpzoo.metrics.completion_perplexity``)."""
+        from bnpzoo.perplexity import completion_perplexity
+
         self._check_fitted()
         if self.topic_word_ is None:
             raise ValueError("perplexity applies to word data; this model was fitted on real vectors")
@@ -290,6 +293,8 @@ class CoupledDP(Estimator):
     def predict(self, X, groups):
         """Real vectors only: the MAP atom of each row under its group's mixture,
         argmax_k D_t(k) N(x; mean_k, 1 / precision_k), indices into ``means_``."""
+        from bnpzoo.inference import coupled_gibbs as gibbs
+
         self._check_fitted()
         if self.means_ is None:
             raise ValueError("predict applies to real vectors; for words use topic_word_ and perplexity()")

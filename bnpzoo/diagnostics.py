@@ -6,6 +6,7 @@ Written against arviz 0.x (``az.from_dict`` / ``az.compare``); 1.x dropped the P
 
 import warnings
 
+import numpy as np
 import torch
 
 
@@ -20,31 +21,63 @@ def arviz():
     return arviz
 
 
-def inference_data(estimator, x: torch.Tensor, draws: dict):
-    """One chain of posterior draws, the pointwise log predictive of each draw, the data."""
+def inference_data(draws: dict, log_likelihood, observed: dict, *, dims: dict, bound=None):
+    """ArviZ InferenceData of a VI fit: one chain of ``draws`` from the variational posterior (site
+    name -> (S, ...) tensor), ``log_likelihood`` (a draw -> ln p(x_n | draw) for every observation,
+    the assignments summed out, so LOO and WAIC apply), the ``observed`` data, and the bound at each
+    evaluation of the fit (``sample_stats``, dimension ``evaluation``). ``dims`` names the
+    dimensions of each variable after (chain, draw)."""
     num_draws = next(iter(draws.values())).shape[0]
-    log_lik = torch.stack([
-        estimator._draw_log_likelihood(x, {name: value[s] for name, value in draws.items()})
-        for s in range(num_draws)
-    ])
+    log_lik = torch.stack([log_likelihood({name: value[s] for name, value in draws.items()})
+                           for s in range(num_draws)])
     as_chain = lambda t: t.detach().cpu().numpy()[None]
-    return arviz().from_dict(
+    idata = arviz().from_dict(
         posterior={name: as_chain(value) for name, value in draws.items()},
         log_likelihood={"x": as_chain(log_lik)},
-        observed_data={"x": x.cpu().numpy()},
-        dims={"mu": ["cluster", "feature"], "weights": ["cluster"], "x": ["sample"]},
+        observed_data={name: np.asarray(value) for name, value in observed.items()},
+        dims={**dims, "x": ["sample"]},
     )
+    if bound is not None:
+        import xarray
+
+        idata.add_groups(sample_stats=xarray.Dataset({"elbo": ("evaluation", np.asarray(bound, dtype=float))}))
+    return idata
 
 
-def compare(fitted: dict, X, *, ic: str = "loo", num_draws: int = 200, random_state: int | None = 0):
-    """ArviZ's comparison table (PSIS-LOO by default) for fitted estimators on the same data.
+def check_num_draws(num_draws) -> int:
+    if isinstance(num_draws, bool) or not isinstance(num_draws, (int, np.integer)) or num_draws < 1:
+        raise ValueError(f"num_draws must be an integer >= 1, got {num_draws!r}")
+    return int(num_draws)
 
-    ``fitted`` maps a name to a fitted estimator; ``X`` is the data they are compared on.
+
+def compare(fitted: dict, X, groups=None, *, labels=None, ic: str = "loo", num_draws: int = 200,
+            random_state: int | None = 0):
+    """ArviZ's comparison table (PSIS-LOO by default) for fitted estimators on the same data, any
+    model family, best first, with the clusters each fit uses on X (``clusters``) and, when the true
+    ``labels`` are given, ``nmi`` and ``acc`` as extra columns.
+
+    ``fitted`` maps a name to a fitted estimator with ``to_arviz``; ``X`` is the data they are
+    compared on; ``groups`` goes to the models that fit grouped rows (HDPGD). Every model's
+    ``log_likelihood`` is a density of X itself, so the ELPDs compare.
     """
+    import inspect
+
+    from bnpzoo.metrics import acc, clusters_used, nmi
+
     if len(fitted) < 2:
         raise ValueError("compare needs at least two fitted estimators")
-    data = {name: est.to_arviz(X, num_draws=num_draws, random_state=random_state) for name, est in fitted.items()}
+    data, extra = {}, {}
+    for name, est in fitted.items():
+        grouped = (groups,) if "groups" in inspect.signature(est.to_arviz).parameters else ()
+        data[name] = est.to_arviz(X, *grouped, num_draws=num_draws, random_state=random_state)
+        pred = est.predict(X, *grouped)
+        extra[name] = {"clusters": clusters_used(pred)}
+        if labels is not None:
+            extra[name].update(nmi=nmi(labels, pred), acc=acc(labels, pred))
     with warnings.catch_warnings():
         # arviz 0.23 calls a pandas API that pandas 3.1 deprecates; not ours to act on
         warnings.filterwarnings("ignore", message="The inplace keyword in DataFrame")
-        return arviz().compare(data, ic=ic)
+        table = arviz().compare(data, ic=ic)
+    for column in next(iter(extra.values())):
+        table[column] = [extra[name][column] for name in table.index]
+    return table

@@ -27,7 +27,8 @@ from bnpzoo.base import Estimator
 from bnpzoo.inference.conjugate import expected_log_weights
 from bnpzoo.inference.hdp_gd import (Globals, Observations, Prior, batch_iteration, converged, initial_globals,
                                      local_bound, local_step, merge_moves, online_step, saliency_mean, tables)
-from bnpzoo.ops import geometric_transform, log_remaining_mass, normalise_histograms
+from bnpzoo.ops import (geometric_transform, log_remaining_mass, normalise_histograms, row_blocks,
+                        stick_breaking_log_weights)
 from bnpzoo.threads import fit_threads
 
 INFERENCE = ("vi", "online-vi")
@@ -56,6 +57,28 @@ def _compositions(wide: torch.Tensor) -> torch.Tensor:
         raise ValueError(f"X row {bad} is outside the simplex interior (every part > 0 and the sum < 1, or every "
                          "row a composition summing to 1); for counts or histograms use input='histograms'")
     return torch.cat([wide, (1 - sums)[:, None]], 1)
+
+
+def predictive_log_density(x: torch.Tensor, groups: torch.Tensor, draw: dict) -> torch.Tensor:
+    """ln p(X_n | the global sites of ``draw``) of the program, for transformed rows x (N, D) in
+    groups ``groups``: the group atom (through the group's weights over global atoms) and the
+    relevances phi_nl summed out,
+
+        ln sum_k w_jk prod_l [eps_l Beta(x_nl | alpha_kl, beta_kl) + (1 - eps_l) Beta(x_nl | alpha'_l, beta'_l)].
+
+    The sum over phi does not factor into matrix products, so rows go in blocks with a
+    (rows, K, D) table each (the one such table in the zoo: a diagnostic, not a step)."""
+    beta_log = lambda x, a, b: ((a - 1) * x.log() + (b - 1) * torch.log1p(-x) + torch.lgamma(a + b)
+                                - torch.lgamma(a) - torch.lgamma(b))
+    eps, alpha, beta = draw["saliency"], draw["alpha"], draw["beta"]
+    log_w = draw["group_weights"].clamp_min(torch.finfo(x.dtype).tiny).log()
+    out = []
+    for rows in row_blocks(x.shape[0], alpha.numel()):
+        background = torch.log1p(-eps) + beta_log(x[rows], draw["alpha_bg"], draw["beta_bg"])  # (B, D)
+        relevant = eps.log() + beta_log(x[rows, None], alpha, beta)  # (B, K, D)
+        per_atom = torch.logaddexp(relevant, background[:, None]).sum(-1)
+        out.append(torch.logsumexp(log_w[groups[rows]] + per_atom, -1))
+    return torch.cat(out)
 
 
 class HDPGD(Estimator):
@@ -308,6 +331,55 @@ class HDPGD(Estimator):
         self.n_clusters_ = int(used.any(0).sum())
         a0, b0 = (f[..., 0] / f[..., 1] for f in (g.alpha, g.beta))
         self.component_means_ = (a0 / (a0 + b0)).cpu().numpy()
+
+    # -- diagnostics ---------------------------------------------------------------------------
+    _draw_dims = {"psi": ["global_stick"], "pi": ["group", "group_stick"], "w": ["group", "group_atom"],
+                  "saliency": ["feature"], "alpha": ["atom", "feature"], "beta": ["atom", "feature"],
+                  "alpha_bg": ["feature"], "beta_bg": ["feature"], "group_weights": ["group", "atom"]}
+
+    def to_arviz(self, X, groups=None, *, num_draws: int = 200, random_state: int | None = 0):
+        """ArviZ InferenceData: ``num_draws`` draws of the program's global sites (``psi``, ``pi``,
+        ``w``, ``saliency``, ``alpha``, ``beta``, ``alpha_bg``, ``beta_bg``) from the fitted factors,
+        with each group's weights over the global atoms; ln p(Y_n | draw) for every row with its
+        group atom, its global atom and its feature relevances summed out (``log_likelihood``, a
+        density of the proportions: the transform's Jacobian included, so models compare on the
+        same data); the rows; the bound's trace (``sample_stats``). ``groups=None``: every row
+        under the global mixture psi. Atoms do not switch labels between draws (each comes from
+        its own factor)."""
+        from bnpzoo.diagnostics import check_num_draws, inference_data
+
+        self._check_fitted()
+        g = Globals(**self.posterior_)
+        obs, order, log_jacobian = self._observations(X, groups, g.theta.device)
+        x, index = _unsort(obs.x, order), _unsort(obs.groups, order)
+        draws = self._posterior_draws(check_num_draws(num_draws), np.random.default_rng(random_state))
+        if groups is None:  # one pseudo-group: the global weights
+            draws["group_weights"] = stick_breaking_log_weights(draws["psi"]).exp()[:, None]
+        loglik = lambda draw: predictive_log_density(x, index, draw) + log_jacobian
+        return inference_data(draws, loglik, {"x": x.cpu().numpy(), "groups": index.cpu().numpy()},
+                              dims=self._draw_dims, bound=getattr(self, "elbo_trace_", None))
+
+    def _posterior_draws(self, num_draws: int, rng) -> dict:
+        """Draws of the global sites from q: Beta sticks, W_jt ~ Categorical(theta_jt), Beta
+        saliencies, Gamma (shape, rate) Beta parameters; plus each group's weights over the
+        global atoms, sum_t pi_jt [W_jt = k]."""
+        g = Globals(**self.posterior_)
+        like = g.theta
+        as_tensor = lambda a: torch.as_tensor(a, dtype=like.dtype, device=like.device)
+        numpy = lambda t: t.detach().cpu().double().numpy()
+        beta = lambda pair: as_tensor(rng.beta(*np.moveaxis(numpy(pair), -1, 0), size=(num_draws,) + pair.shape[:-1]))
+        gamma = lambda pair: as_tensor(rng.gamma(numpy(pair[..., 0]), 1 / numpy(pair[..., 1]),
+                                                 size=(num_draws,) + pair.shape[:-1]))
+        theta = numpy(g.theta)
+        u = rng.random((num_draws,) + theta.shape[:-1] + (1,))
+        w = torch.as_tensor((theta.cumsum(-1) < u).sum(-1).clip(max=theta.shape[-1] - 1), device=like.device)
+        draws = {"psi": beta(g.global_sticks), "pi": beta(g.group_sticks), "w": w, "saliency": beta(g.saliency),
+                 "alpha": gamma(g.alpha), "beta": gamma(g.beta), "alpha_bg": gamma(g.alpha_bg),
+                 "beta_bg": gamma(g.beta_bg)}
+        pi = stick_breaking_log_weights(draws["pi"]).exp()  # (S, M, T)
+        draws["group_weights"] = torch.zeros(pi.shape[:2] + (self.truncation,), dtype=pi.dtype,
+                                             device=pi.device).scatter_add_(-1, w, pi)
+        return draws
 
     # -- prediction ----------------------------------------------------------------------------
     def _local(self, X, groups):

@@ -7,7 +7,6 @@ and, for topic models, the held-out ``completion_perplexity`` (``bnpzoo.perplexi
 """
 
 import numpy as np
-from scipy.optimize import linear_sum_assignment
 
 from bnpzoo.perplexity import completion_perplexity
 
@@ -50,6 +49,8 @@ def nmi(truth, pred) -> float:
 
 def acc(truth, pred) -> float:
     """Accuracy under the best one-to-one map of clusters to classes (Hungarian algorithm)."""
+    from scipy.optimize import linear_sum_assignment  # slow to import; the CLI's start does without
+
     table = contingency(truth, pred)
     rows, cols = linear_sum_assignment(-table)
     return float(table[rows, cols].sum() / table.sum())

@@ -328,7 +328,8 @@ class StickMixture(MixtureEstimator):
         noise = as_tensor(rng.standard_normal((num_draws,) + tuple(self.means_.shape)))
         c1, c0 = self.stick_concentration_.cpu().double().numpy()
         sticks = as_tensor(rng.beta(c1, c0, size=(num_draws, c1.size)))
-        return {"mu": self.means_ + self.mean_scale_ * noise, "weights": stick_breaking_log_weights(sticks).exp()}
+        return {"v": sticks, "mu": self.means_ + self.mean_scale_ * noise,
+                "weights": stick_breaking_log_weights(sticks).exp()}
 
     def _draw_log_likelihood(self, x, draw):
         return torch.logsumexp(draw["weights"].log() + self._family().log_density(x, draw["mu"], self.scale_), 1)

@@ -13,7 +13,6 @@ The work is over distinct (document, word) pairs with their counts, never a D x 
 """
 
 import numpy as np
-from scipy import sparse
 
 
 def _topic_word(topic_word) -> np.ndarray:
@@ -56,6 +55,8 @@ def _pairs(doc_ids, word_ids, n_words):
 
 def fold_in(phi: np.ndarray, doc_ids, word_ids, n_docs: int, *, smoothing=0.1, iterations=100) -> np.ndarray:
     """theta (n_docs x K) by EM on the given tokens, the topics ``phi`` (K x V) held fixed."""
+    from scipy import sparse  # slow to import; the CLI's start does without
+
     k = phi.shape[0]
     theta = np.full((n_docs, k), 1.0 / k)
     d, w, c = _pairs(doc_ids, word_ids, phi.shape[1])

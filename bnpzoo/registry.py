@@ -1,5 +1,6 @@
 """The zoo's table of contents: CLI model names, their estimators and the learners that apply."""
 
+import inspect
 from dataclasses import dataclass
 
 from bnpzoo._validation import Interval, OneOf, Scale
@@ -21,6 +22,11 @@ class Entry:
     grouped: bool = False  # fits a grouped corpus (fit(corpus)), not a numeric matrix
     needs_groups: bool = False  # fits numeric rows in groups (fit(X, groups))
     compared: tuple | None = None  # the learners ``bnpzoo compare`` runs (None: all of them)
+
+    @property
+    def default_learner(self) -> str:
+        """The estimator's own default ``inference``: what ``bnpzoo fit`` runs without --inference."""
+        return inspect.signature(self.estimator).parameters["inference"].default
 
     def options(self):
         """(flag, parameter, argparse kwargs) for every model option of the estimator."""

@@ -218,7 +218,7 @@ def count_sweeps(counts, alpha, source, weight, coeffs, inherit, q, atoms_per_so
 @njit(cache=True)
 def sweeps(x, groups, z, alpha, source, weight, coeffs, inherit, q, atoms_per_source, vocab, beta, prior_shape,
            prior_rate, alpha_step, sample_alpha, steps, count, seed):  # pragma: no cover (compiled)
-    """``count`` sweeps of ``steps`` (numbers of seed 003 section 4's steps, ``STEPS`` for a whole
+    """``count`` sweeps of ``steps`` (numbers of [Coupled-DP] section 4's steps, ``STEPS`` for a whole
     sweep) on the state (z, alpha, source, weight, coeffs, inherit), updated in place; ``seed``
     seeds numba's generator."""
     np.random.seed(seed)

@@ -1,5 +1,5 @@
 """Blocked Gibbs sampler for the truncated coupled latent-DP model (``models.coupled_dp``), after
-seed 003 section 4: pure step functions over a ``GibbsState``; the two sequential loops run
+[Coupled-DP] section 4: pure step functions over a ``GibbsState``; the two sequential loops run
 compiled (``inference.coupled_numba``), the rest is vectorised torch.
 
 One sweep, every step an exact draw from its full conditional in the truncated model (so the
@@ -48,7 +48,7 @@ checks with Geweke's joint-distribution test):
     step 5  owners s_k (eq. (14)), blocked with the atom's inheritance: for each atom in turn,
             every candidate source j is scored by the prior of w_k under Gamma(alpha_j / L, 1)
             and prod_t sum_{r in 0, 1} q_tj^r (1 - q_tj)^{1 - r} p(z_t | s_k = j, r_tk = r)
-            (seed 003's eq. (14) with the labels' likelihood, which the truncated model adds, and
+            ([Coupled-DP]'s eq. (14) with the labels' likelihood, which the truncated model adds, and
             r_.k summed out); then r_.k is drawn given the new owner as in step 2. On cells, steps
             2 and 5 integrate c out and step 3 follows them (``inference.coupled_cells``).
     step 6  weights w_k: p(z_t | w) has the normalisers W_ts^{-n_ts}; with auxiliaries
@@ -574,7 +574,7 @@ def _updated(state: GibbsState, arrays: dict) -> GibbsState:
 
 
 def counts_sweep(problem: Problem, state: GibbsState, steps=coupled_cells.COUNT_STEPS) -> GibbsState:
-    """Steps 2, 5, 3, 6 (``steps``, seed 003's numbers) on the mixture counts (``mixture_counts``), in
+    """Steps 2, 5, 3, 6 (``steps``, [Coupled-DP]'s numbers) on the mixture counts (``mixture_counts``), in
     one compiled call (``coupled_cells.count_sweeps``: steps 2 and 5 with the coefficients
     integrated out, so step 3 follows them), on the CPU."""
     arrays = _compiled_state(state)
@@ -584,7 +584,7 @@ def counts_sweep(problem: Problem, state: GibbsState, steps=coupled_cells.COUNT_
 
 
 def cells_sweep(problem: Problem, state: GibbsState, sweeps: int = 1, steps=coupled_cells.STEPS) -> GibbsState:
-    """``sweeps`` passes of ``steps`` (seed 003's step numbers) on (group, word) cells, in one
+    """``sweeps`` passes of ``steps`` ([Coupled-DP]'s step numbers) on (group, word) cells, in one
     compiled call (``inference.coupled_cells``), on the CPU."""
     arrays = dict(z=_numpy(state.z), **_compiled_state(state))
     coupled_cells.sweeps(*problem.host_arrays, *arrays.values(), _numpy(problem.q), problem.atoms_per_source,

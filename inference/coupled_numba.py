@@ -18,7 +18,7 @@ moves a document's tokens on one atom together, ``document_tables`` draws the ta
 ``collapsed_labels`` (step 1 for words, topics phi collapsed): token by token (counts built
 from z and kept word-major, so that one token's atoms lie side by side),
     p(z_ti = k | z_-ti, x, D_t)  propto  D_t(k) (n_kw^-ti + beta) / (n_k^-ti + V beta)
-(seed 003 eq. (10)-(11) with the atom's Dirichlet(beta) base integrated out). Only the atoms
+([Coupled-DP] eq. (10)-(11) with the atom's Dirichlet(beta) base integrated out). Only the atoms
 group t reaches (D_t(k) > 0) are scored.
 
 ``move_atoms`` (steps 2 and 5): atom by atom, the owner s_k (step 5 only) and the inheritance

@@ -1,4 +1,4 @@
-"""Inheritance matrices q (groups x latent DPs) for the configurations of seed 003 section 5.
+"""Inheritance matrices q (groups x latent DPs) for the configurations of [Coupled-DP] section 5.
 
     s-ldp   one latent DP shared by every group, q = 0.5
     m-ldp   a local latent DP per group with q_ts = exp(-|t - s| / sigma), plus a global one

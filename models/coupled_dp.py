@@ -1,10 +1,10 @@
-"""Coupled nonparametric mixtures through latent Dirichlet processes (seed 003 eq. (6)-(8)),
+"""Coupled nonparametric mixtures through latent Dirichlet processes ([Coupled-DP] eq. (6)-(8)),
 truncated so that it can generate data.
 
 S latent DPs H_s ~ DP(alpha_s B) are shared by T groups; group t mixes sub-sampled copies of
 them, D_t = sum_s c_ts S_{q_ts}(H_s) with c_t ~ Dir(alpha_1 q_t1, ..., alpha_S q_tS), and every
 observation of group t is a draw from D_t. The truncation keeps K atoms in one pool, each owned
-by one latent DP (seed 003 section 4 keeps the same indicator s_k, and moves atoms between DPs):
+by one latent DP ([Coupled-DP] section 4 keeps the same indicator s_k, and moves atoms between DPs):
 
     alpha_s ~ Gamma(0.1, 0.1)                  s = 1..S          (section 5.1; or fixed)
     s_k     ~ Uniform{1..S}                     k = 1..K          owner of atom k

@@ -21,6 +21,19 @@ def test_fit_json_line_has_the_design_fields(capsys):
     assert 0 <= record["nmi"] <= 1 and record["k_used"] >= 1
 
 
+@pytest.mark.parametrize("model, learner", [("dp-gmm", "vmm"), ("pyp-ggm", "svmm")])
+def test_fit_without_inference_runs_the_estimators_default_learner(model, learner, capsys):
+    assert main(["fit", model, "--data", "blobs:n=300,d=2,k=3", "--iters", "20", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["inference"] == learner
+
+
+def test_help_starts_without_the_heavy_modules():
+    code = ("import sys; from bnpzoo.cli import build_parser; build_parser().format_help(); "
+            "print(sorted(m for m in ('arviz', 'numba', 'matplotlib', 'scipy.stats', 'sklearn') if m in sys.modules))")
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert loaded.strip() == "[]"
+
+
 def test_fit_on_a_csv_with_labels_and_model_options(tmp_path, capsys, model_draw):
     X, z, _ = model_draw
     np.savetxt(tmp_path / "x.csv", X, delimiter=",")

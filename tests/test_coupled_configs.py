@@ -1,4 +1,4 @@
-"""Configurations of seed 003 section 5, and the SNGP reduction of section 3.2."""
+"""Configurations of [Coupled-DP] section 5, and the SNGP reduction of section 3.2."""
 
 import pyro
 import pytest

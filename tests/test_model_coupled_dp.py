@@ -1,4 +1,4 @@
-"""The coupled latent-DP program (seed 003 eq. (6)-(8)): generation and D_t's weights."""
+"""The coupled latent-DP program ([Coupled-DP] eq. (6)-(8)): generation and D_t's weights."""
 
 import pyro
 import pytest

@@ -11,7 +11,7 @@
 # ---
 
 # %% [markdown]
-# # Coupled mixtures through latent Dirichlet processes (seed 003)
+# # Coupled mixtures through latent Dirichlet processes ([Coupled-DP])
 #
 # Groups of data (years of papers, scene categories, digit classes) each get a mixture D_t,
 # built from shared latent DPs: D_t = sum_s c_ts S_{q_ts}(H_s), where S_q keeps each atom of H_s
