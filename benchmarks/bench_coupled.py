@@ -10,7 +10,7 @@ the same number of iterations (sweeps), single-threaded, and is scored by
 tokens / sampling seconds. The coupled models get a pool of about 150 atoms each (3 per latent DP
 for m-ldp's 51 and sngp's 50 latent DPs, 150 for s-ldp's one) and beta = 0.01 (tomotopy's eta).
 
-Seed 003's figures, on this corpus: perplexity against the number of training documents (Fig. 4:
+[Coupled-DP]'s figures, on this corpus: perplexity against the number of training documents (Fig. 4:
 random subsets of the training half, the same for every model) and m-ldp's against sigma (Fig. 5).
 
     python benchmarks/bench_coupled.py [--iters 100] [--chains-sweeps 100]

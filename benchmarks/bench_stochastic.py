@@ -1,4 +1,4 @@
-"""Seed 002's experiment on our data: batch `vmm` against every stochastic learner, with
+"""[DPM-SGA]'s experiment on our data: batch `vmm` against every stochastic learner, with
 scikit-learn's BayesianGaussianMixture (spherical) in the same run.
 
 1. digits (1797 x 64, truncation 50) and blobs (100,000 x 64, 50 true clusters, truncation 100):

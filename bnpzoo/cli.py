@@ -159,14 +159,51 @@ def cmd_fit(args, extra) -> None:
         print(_table([record]))
 
 
+def reference_bgm(dataset, args) -> dict | None:
+    """scikit-learn's BayesianGaussianMixture (diagonal covariances, DP weights, as many components
+    as our truncation) as a reference row, when scikit-learn is installed."""
+    try:
+        from sklearn.mixture import BayesianGaussianMixture
+    except ImportError:
+        return None
+    import time
+    import warnings
+
+    from sklearn.exceptions import ConvergenceWarning
+
+    start = time.perf_counter()
+    bgm = BayesianGaussianMixture(n_components=args.truncation or 50, covariance_type="diag",
+                                  weight_concentration_prior_type="dirichlet_process", max_iter=args.iters or 100,
+                                  random_state=args.seed)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        pred = bgm.fit(dataset.X).predict(dataset.X)
+    labels = dataset.labels
+    return {"model": "sklearn-bgm", "inference": "diag", "data": dataset.name, "n": int(dataset.X.shape[0]),
+            "d": int(dataset.X.shape[1]), "truncation": bgm.n_components, "k_used": clusters_used(pred),
+            "nmi": None if labels is None else round(nmi(labels, pred), 4),
+            "acc": None if labels is None else round(acc(labels, pred), 4), "perplexity": None,
+            "seconds": round(time.perf_counter() - start, 4), "iterations": int(bgm.n_iter_), "elbo": None,
+            "device": "cpu", "_estimator": bgm}
+
+
 def cmd_compare(args, extra) -> None:
     if extra:
         raise UsageError(f"bnpzoo compare: unrecognized arguments: {' '.join(extra)}")
     dataset, _ = _load(args, None)
     # hdp-gd rows where the data has groups (its proportions are checked by the fit)
-    records = [run_one(model, learner, dataset, args, {}) for model, entry in MODELS.items()
-               if not entry.grouped and (dataset.groups is not None or not entry.needs_groups)
-               for learner in (entry.compared or entry.learners)]
+    runs = [(model, learner) for model, entry in MODELS.items()
+            if not entry.grouped and (dataset.groups is not None or not entry.needs_groups)
+            for learner in (entry.compared or entry.learners)]
+    records = []
+    for i, (model, learner) in enumerate(runs, 1):
+        records.append(run_one(model, learner, dataset, args, {}))
+        print(f"[{i}/{len(runs) + 1}] {model} / {learner}: {records[-1]['seconds']:.2f} s", file=sys.stderr)
+    reference = reference_bgm(dataset, args)
+    if reference is not None:
+        records.append(reference)
+        print(f"[{len(runs) + 1}/{len(runs) + 1}] scikit-learn BGM (reference): {reference['seconds']:.2f} s",
+              file=sys.stderr)
     print(f"bnpzoo compare on {dataset.name}: n={dataset.X.shape[0]}, d={dataset.X.shape[1]}")
     print(_table(records))
     from bnpzoo.plots import comparison_figure

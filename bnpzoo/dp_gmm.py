@@ -17,7 +17,7 @@ class DPGMM(StickMixture):
     ----------
     truncation : int, K, the most clusters the fit can use.
     inference : "vmm" (batch closed-form MM, [DPM-SGA] eq. (5), (15)); "vi" (Pyro SVI with Adam);
-        or a seed learner on minibatches under Pyro SVI (``inference.optim``): "sga", "sga-momentum",
+        or a paper's learner on minibatches under Pyro SVI (``inference.optim``): "sga", "sga-momentum",
         "sga-fisher" ([DPM-SGA] eq. (6)-(9), (16)), "svmm", "svmm-mgrad", "svmm-grad" ([PYPM-sVMM]
         eq. (11), (13), (14) and its ablations), "natgrad-svi" (conjugate SVI, [PYPM-sVMM] Table I).
     alpha : a0 of the Beta(1, a0) sticks.

@@ -84,8 +84,8 @@ SHARED_PARAMETERS = """
         default scale (iris, breast cancer) the splits it kept lowered NMI.
     assignment : "hard" (MAP assignments, [DPM-SGA] eq. (15)) or "soft" (responsibilities; under
         SVI the assignments are summed out by enumeration). None: the papers' choice, hard for vmm
-        and the seed learners, soft for vi and natgrad-svi. sga-fisher needs hard assignments.
-    guide : "map" (Delta sites) or "mean-field" (Normal means, Beta sticks); vi only (the seed
+        and the papers' learners, soft for vi and natgrad-svi. sga-fisher needs hard assignments.
+    guide : "map" (Delta sites) or "mean-field" (Normal means, Beta sticks); vi only (the papers'
         learners use the MAP guide, natgrad-svi the conjugate mean-field guide).
     max_iter, tol : iteration (SVI: step) cap, and what counts as converged: for vmm with hard
         assignments, at most a fraction tol of the samples changed cluster in an iteration; for vmm
@@ -93,7 +93,7 @@ SHARED_PARAMETERS = """
         evaluations, 10 steps apart). Both mean the same at every N.
     prune_threshold : clusters whose stick falls below it are dropped ([PYPM-sVMM] V.D).
     batch_size : minibatch size of the SVI learners (None: full batch for vi, min(N, 1000) for
-        the seed learners).
+        the papers' learners).
     learning_rate : the step eta of the SVI learner (None: its default, ``mixture_session.LEARNERS``:
         Adam 0.05 for vi, 0.1 for sga-fisher as in [DPM-SGA], 0.01 for svmm). For sga,
         sga-momentum, svmm-mgrad and svmm-grad, whose steps scale with the gradient, eta is in the
@@ -101,7 +101,7 @@ SHARED_PARAMETERS = """
         1 / K). svmm-grad is then the same rule as sga ([PYPM-sVMM]'s case 1 is [DPM-SGA]'s
         constant-step ascent); they differ only in name.
     n_init : K-means restarts for the initialisation ([DPM-SGA] Algorithm 1, 3.iv). K-means runs
-        on a random subset of min(N, max(20 K, b)) samples, b the batch size for the seed learners
+        on a random subset of min(N, max(20 K, b)) samples, b the batch size for the papers' learners
         and 2,000 for vmm (which then starts every sample at its nearest centre); vi uses them all.
     device, dtype : where and in which precision to fit (default: the data's device, float32).
     random_state : seed for the initialisation and SVI.
@@ -111,12 +111,12 @@ SHARED_PARAMETERS = """
     ``n_clusters_`` (K'), ``scale_`` (the component standard deviation, one per feature),
     ``elbo_trace_`` (the learner's objective per iteration), ``phase_starts_`` (where in
     ``elbo_trace_`` each prior phase begins: the bound changes there), ``converged_``, ``n_iter_``,
-    ``counts_`` (expected training samples per cluster), ``n_features_in_``, ``fit_seconds_``; for
-    the SVI learners also ``elbo_seconds_`` (wall time since the start of the fit call,
-    initialisation included, of each bound in ``elbo_trace_``, evaluated every 10 steps on a fixed
+    ``counts_`` (expected training samples per cluster), ``n_features_in_``, ``fit_seconds_``,
+    ``elbo_seconds_`` (wall time since the start of the fit call, initialisation included, of each
+    value in ``elbo_trace_``; the SVI learners evaluate the bound every 10 steps on a fixed
     minibatch).
 
-    ``partial_fit(X)`` (seed learners): one pass of minibatch steps over X, resuming the previous
+    ``partial_fit(X)`` (the papers' learners): one pass of minibatch steps over X, resuming the previous
     call's parameters and optimizer state; each batch stands in for the data set (N = len(X)).
 """
 FITTED = ("means_", "sticks_", "weights_", "n_clusters_", "scale_", "elbo_trace_", "phase_starts_", "converged_",
@@ -152,8 +152,8 @@ class StickMixture(MixtureEstimator):
                           prior_mean=prior_mean, prior_precision=self.prior_precision,
                           pruning_precision=self._pruning_precision(), max_iter=self.max_iter, tol=self.tol,
                           prune_threshold=self.prune_threshold, split_moves=self.split_moves, verbose=self.verbose,
-                          **self._stick_prior())
-            means, sticks, scale, trace, seconds = fit.means, fit.sticks, None, fit.objective_trace, []
+                          clock_start=start, **self._stick_prior())
+            means, sticks, scale, trace, seconds = fit.means, fit.sticks, None, fit.objective_trace, fit.seconds
             n_iter, converged = fit.n_iter, fit.converged
             self.phase_starts_ = fit.phase_starts
         else:
@@ -223,7 +223,7 @@ class StickMixture(MixtureEstimator):
                              f"inference={self.inference!r}, assignment={self.assignment!r}")
 
     def _hard_assignments(self) -> bool:
-        """The seeds' MAP assignments ([DPM-SGA] eq. (15), [PYPM-sVMM] eq. (20)) unless asked
+        """The papers' MAP assignments ([DPM-SGA] eq. (15), [PYPM-sVMM] eq. (20)) unless asked
         otherwise; vi and natgrad-svi sum them out."""
         if self.assignment is None:
             return self.inference not in ("vi", "natgrad-svi")

@@ -1,4 +1,4 @@
-"""The SVI learners of the stick-breaking mixtures: a Pyro program with a guide, a seed optimizer,
+"""The SVI learners of the stick-breaking mixtures: a Pyro program with a guide, a paper's optimizer,
 and the hooks that ``inference.svi.run_svi`` calls (per-sample Fisher, the evaluation bound,
 pruning).
 

@@ -6,33 +6,51 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
+MIN_WEIGHT = 1e-4  # weights below it (scikit-learn's BGM keeps every component) are left out
+
 
 def comparison_figure(records: list, dataset, path) -> None:
-    """Bound per iteration, NMI/ACC, and cluster weights for every model x learner."""
+    """Three panels for every fit of ``bnpzoo compare``: its learner's objective (nats per sample;
+    vmm's MAP objective, the SVI learners' bound on their evaluation minibatch) against wall time,
+    NMI and ACC against the labels (horizontal bars, one row per fit), and its cluster
+    weights by rank. Fits without a bound trace (scikit-learn's BGM) appear in the last two."""
     names = [f"{r['model']} / {r['inference']}" for r in records]
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
-    for name, r in zip(names, records):
-        trace = np.asarray(r["_estimator"].elbo_trace_) / r["n"]
-        axes[0].plot(np.arange(1, trace.size + 1), trace, label=name)
-    axes[0].set(xscale="log", xlabel="evaluation (vmm: iteration; SVI learners: every 10 steps)",
-                ylabel="objective per sample", title="learner's bound")
-    axes[0].legend(fontsize=8)
+    palette = list(plt.cm.tab10.colors) + list(plt.cm.Dark2.colors)  # 18 distinct, no paired shades
+    colours = [palette[i % len(palette)] for i in range(len(records))]
+    fig, axes = plt.subplots(1, 3, figsize=(16, 0.35 * len(records) + 3.2),
+                             gridspec_kw={"width_ratios": [1.2, 1, 1]})
+    settled = []  # the later half of every trace sets the panel's range (early values can be far below)
+    for name, r, colour in zip(names, records, colours):
+        est = r["_estimator"]
+        seconds = getattr(est, "elbo_seconds_", None)
+        if seconds:
+            trace = np.asarray(est.elbo_trace_) / r["n"]
+            axes[0].plot(seconds, trace, "o-", ms=2, color=colour, label=name)
+            settled.append(trace[len(trace) // 2:])
+    if settled:
+        low, high = min(t.min() for t in settled), max(t.max() for t in settled)
+        axes[0].set_ylim(low - 0.15 * (high - low + 1e-9), high + 0.05 * (high - low + 1e-9))
+    axes[0].set(xscale="log", xlabel="seconds since the fit started (log)", ylabel="nats per sample",
+                title="each learner's own objective over time")
 
-    pos = np.arange(len(records))
-    for offset, metric in ((-0.2, "nmi"), (0.2, "acc")):
+    rows = np.arange(len(records))[::-1]
+    for offset, metric, hatch in ((0.2, "nmi", None), (-0.2, "acc", "///")):
         values = [r[metric] if r[metric] is not None else np.nan for r in records]
-        axes[1].bar(pos + offset, values, width=0.4, label=metric.upper())
-    axes[1].set_xticks(pos, names, rotation=15, fontsize=8)
-    axes[1].set(ylim=(0, 1), title="clustering vs labels" if dataset.labels is not None else "no labels given")
-    axes[1].legend()
+        axes[1].barh(rows + offset, values, height=0.38, color=colours, hatch=hatch, edgecolor="white",
+                     label=metric.upper())
+    axes[1].set_yticks(rows, names, fontsize=8)
+    axes[1].set(xlim=(0, 1), title="NMI (plain) and ACC (hatched) against the labels" if dataset.labels is not None
+                else "no labels given")
 
-    for name, r in zip(names, records):
+    for name, r, colour in zip(names, records, colours):
         w = r["_estimator"].weights_
-        w = w.cpu().numpy() if hasattr(w, "cpu") else np.asarray(w)
-        axes[2].plot(np.arange(1, w.size + 1), w, "o-", ms=3, label=f"{name} ({r['seconds']:.2f} s)")
-    axes[2].set(yscale="log", xlabel="cluster (by weight)", ylabel="weight", title="clusters used")
-    axes[2].legend(fontsize=8)
+        w = np.sort(w.cpu().numpy() if hasattr(w, "cpu") else np.asarray(w))[::-1]
+        w = w[w >= MIN_WEIGHT]
+        axes[2].plot(np.arange(1, w.size + 1), w, "o-", ms=3, color=colour, label=f"{name} ({r['seconds']:.2f} s)")
+    axes[2].set(yscale="log", xlabel="cluster, by weight", ylabel="weight",
+                title=f"cluster weights (those above {MIN_WEIGHT:g})")
+    axes[2].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0), frameon=False)
     fig.suptitle(f"bnpzoo compare: {dataset.name} (n={dataset.X.shape[0]}, d={dataset.X.shape[1]})")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=110, bbox_inches="tight")
     plt.close(fig)

@@ -1,5 +1,5 @@
 """Batch and online mean-field VI for the HDP mixture of generalized Dirichlet distributions with
-feature selection ([HDP-GD] Algorithms 1 and 2). The seed omits its appendix (eq. (33)-(88));
+feature selection ([HDP-GD] Algorithms 1 and 2). [HDP-GD] omits its appendix (eq. (33)-(88));
 what follows is our derivation, with its equation numbers where it has them.
 
 Notation. Observation n of group j = g(n), its transformed coordinates x_nl (eq. (11)), and

@@ -1,6 +1,6 @@
-"""The seed learners as ``torch.optim.Optimizer`` subclasses, each with a ``PyroOptim`` factory.
+"""The papers' learners as ``torch.optim.Optimizer`` subclasses, each with a ``PyroOptim`` factory.
 
-Every rule is written as in the seeds, as *ascent* on the variational log-posterior ln q(theta)
+Every rule is written as in the papers, as *ascent* on the variational log-posterior ln q(theta)
 with g its minibatch-averaged gradient ([DPM-SGA] eq. (10)). Pyro minimises a loss, so the
 optimizers read g = -p.grad. The learner (``inference.svi``) scales the model and guide by 1/N,
 which makes -p.grad exactly that average.

@@ -6,7 +6,7 @@ One step (the loop of ``pyro.infer.SVI.step``, written out so that nothing syncs
    the plate's subsample site, named ``"data"`` in every zoo model), so Pyro scales the
    likelihood by N / M and the learner knows which samples were drawn;
 2. scale model and guide by 1 / N, so -grad is the minibatch average of grad ln q ([DPM-SGA]
-   eq. (10)): the g that the seed optimizers (``inference.optim``) step along;
+   eq. (10)): the g that the papers' optimizers (``inference.optim``) step along;
 3. ``before_step(indices)``: a hook for what needs the same minibatch (the per-sample Fisher);
    it may return values to condition the model on for this step (the MAP assignments ``z``,
    decoded by the learner's own rule);

@@ -14,7 +14,7 @@ selection, [HDP-GD] section 2, eq. (2)-(18), truncated at K global atoms and T a
 X is the data after the geometric transform of eq. (11) (``bnpzoo.ops.geometric_transform``): a
 proportion vector Y ~ GD(alpha_k, beta_k) has independent Beta coordinates X_l, and the
 transform's Jacobian does not depend on the parameters, so the program observes X. One Gamma
-prior (shape, rate) serves every Beta parameter, components and background alike (the seed
+prior (shape, rate) serves every Beta parameter, components and background alike ([HDP-GD]
 leaves them free; we use one pair).
 
 Sites: ``psi`` (K-1 global sticks), ``pi`` (M x (T-1) group sticks), ``w`` (M x T),

@@ -55,8 +55,10 @@ def test_fit_with_a_stochastic_learner_and_its_options(capsys):
 
 def test_compare_prints_a_table_and_writes_a_figure(tmp_path, capsys):
     assert main(["compare", "--data", "blobs:n=400,d=2,k=3", "--out", str(tmp_path)]) == 0
-    out = capsys.readouterr().out
-    assert "vmm" in out and "vi" in out
+    captured = capsys.readouterr()
+    assert "vmm" in captured.out and "vi" in captured.out and "sklearn-bgm" in captured.out  # the reference row
+    progress = [line for line in captured.err.splitlines() if line.startswith("[")]
+    assert len(progress) == captured.out.count("\n") - 3  # one line per fit: rows minus title, header, figure
     assert (tmp_path / "compare-blobs.png").stat().st_size > 10_000
 
 

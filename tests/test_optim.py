@@ -1,4 +1,4 @@
-"""The seed optimizers: each reaches a known optimum, through PyroOptim and pyro.infer.SVI."""
+"""The papers' optimizers: each reaches a known optimum, through PyroOptim and pyro.infer.SVI."""
 
 import pyro
 import pyro.distributions as dist

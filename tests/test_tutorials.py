@@ -1,4 +1,4 @@
-"""Every tutorial (jupytext percent source) executes top to bottom."""
+"""Every tutorial (jupytext percent source) executes top to bottom, and so does the README's quickstart."""
 
 from pathlib import Path
 
@@ -15,3 +15,11 @@ def test_tutorial_executes(path, tmp_path):
     NotebookClient(notebook, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
     errors = [out for cell in notebook.cells for out in cell.get("outputs", []) if out.get("output_type") == "error"]
     assert not errors
+
+
+def test_the_readme_quickstart_runs_as_written(tmp_path, monkeypatch):
+    readme = (Path(__file__).parents[1] / "README.md").read_text()
+    quickstart = readme.split("## Quickstart", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
+    monkeypatch.chdir(tmp_path)  # it saves a file
+    exec(compile(quickstart, "README quickstart", "exec"), {})
+    assert (tmp_path / "digits.pt").exists()
