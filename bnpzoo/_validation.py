@@ -63,6 +63,9 @@ class Scale:
             not isinstance(value, bool)
 
 
+SEED = Interval(int, 0, 2**32 - 1, optional=True)  # random_state: any int numpy and Python's seeders take
+
+
 def check_params(params: dict, constraints: dict) -> None:
     """Raise ValueError naming the first argument outside its declared range."""
     for name, constraint in constraints.items():
@@ -71,13 +74,28 @@ def check_params(params: dict, constraints: dict) -> None:
             raise ValueError(f"{name} must be {constraint.describe()}, got {value!r}")
 
 
+# the largest |x| a fit in each dtype takes: squared distances sum D squares, which must stay finite
+SAFE_MAGNITUDE = {torch.float32: 1e15, torch.float64: 1e150}
+
+
 def check_array(X, *, name="X", dtype=torch.float32, device=None, n_features=None) -> torch.Tensor:
-    """A finite, non-empty 2-D float tensor (rows = samples) on ``device``."""
+    """A finite, non-empty 2-D real tensor (rows = samples) on ``device``, whose entries a fit in
+    ``dtype`` can square and sum (``SAFE_MAGNITUDE``); complex, date and duration input is refused."""
     if isinstance(X, torch.Tensor):
         t = X.detach()
+        if t.is_complex():
+            raise ValueError(f"{name} is complex: give real numbers (the real and imaginary parts as columns, "
+                             "if both matter)")
     else:
         try:
             arr = np.asarray(X)
+        except (TypeError, ValueError) as err:
+            raise ValueError(f"{name} must be a numeric array: {err}") from None
+        if arr.dtype.kind in "cmM":
+            raise ValueError(f"{name} has dtype {arr.dtype}: give real numbers" +
+                             (" (the real and imaginary parts as columns, if both matter)"
+                              if arr.dtype.kind == "c" else " (convert dates or durations to numbers first)"))
+        try:
             if arr.dtype.kind != "f":
                 arr = arr.astype(np.float64)
         except (TypeError, ValueError) as err:
@@ -93,6 +111,12 @@ def check_array(X, *, name="X", dtype=torch.float32, device=None, n_features=Non
     # and the entry-wise checks only when it fails
     if not torch.isfinite(t.sum()) and not torch.isfinite(t).all():
         raise ValueError(f"{name} contains {'NaN' if torch.isnan(t).any() else 'inf'}")
+    limit = SAFE_MAGNITUDE.get(dtype, float("inf"))
+    largest = float(t.abs().max())
+    if largest > limit:
+        raise ValueError(f"{name} has values up to {largest:.3g}, beyond what a {str(dtype).split('.')[-1]} fit "
+                         f"can square without overflow (about {limit:.0e}): rescale X (divide it by a constant)"
+                         + (" or fit with dtype='float64'" if dtype == torch.float32 else ""))
     if n_features is not None and t.shape[1] != n_features:
         raise ValueError(f"{name} has {t.shape[1]} features, the model was fitted with {n_features}")
     return t.to(device=device, dtype=dtype)

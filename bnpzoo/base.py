@@ -10,6 +10,7 @@ implements ``fit``, ``_log_joint_table(x)`` (ln pi_k + ln f(x_n | theta_k), an N
 """
 
 import inspect
+import numbers
 
 import numpy as np
 import torch
@@ -79,6 +80,23 @@ class Estimator:
     def _validate_params(self):
         check_params(self.get_params(), self._parameter_constraints)
 
+    def _check_finite(self, **values) -> None:
+        """After a fit: a FloatingPointError that names what came out non-finite and the numeric
+        settings changed from their defaults (a scale, a concentration or a step far from the
+        data's overflows the densities), instead of NaN predictions and a bound of -inf."""
+        bad = [name for name, value in values.items()
+               if not bool(torch.isfinite(torch.as_tensor(value, dtype=torch.float64)).all())]
+        if not bad:
+            return
+        defaults = {name: p.default for name, p in inspect.signature(type(self)).parameters.items()}
+        changed = [f"{name}={value!r}" for name, value in self.get_params().items()
+                   if isinstance(value, numbers.Real) and not isinstance(value, bool) and value != defaults.get(name)]
+        raise FloatingPointError(
+            f"the {type(self).__name__} fit ({getattr(self, 'inference', '')}) ended with non-finite "
+            f"{' and '.join(bad)}: a setting far from the data's scale overflowed the densities"
+            + (f"; settings changed from their defaults: {', '.join(changed)}" if changed else
+               "; rescale X (standardise its columns)"))
+
     def _check_fitted(self):
         if not hasattr(self, "n_clusters_"):
             raise ValueError(f"this {type(self).__name__} is not fitted yet: call fit(X) first")
@@ -119,9 +137,19 @@ class Estimator:
         if missing:
             needed = ", ".join(f"{name}=" for name in missing)
             raise ValueError(f"{cls.__name__}.load needs {needed} again: code is not saved")
-        blob = torch.load(path, map_location=map_location, weights_only=True)
-        if blob.get("class") != cls.__name__:
-            raise ValueError(f"{path} holds a {blob.get('class')}, not a {cls.__name__}")
+        try:
+            blob = torch.load(path, map_location=map_location, weights_only=True)
+        except FileNotFoundError:
+            raise
+        except Exception as err:  # empty, truncated, not torch's format, or objects we never write
+            raise ValueError(f"{path} is not a saved bnpzoo estimator ({type(err).__name__} while reading it)") \
+                from None
+        if not isinstance(blob, dict) or "class" not in blob or "format" not in blob:
+            raise ValueError(f"{path} is not a saved bnpzoo estimator (a torch file without bnpzoo's fields)")
+        if blob["class"] != cls.__name__:
+            raise ValueError(f"{path} holds a {blob['class']}, not a {cls.__name__}")
+        if blob["format"] != FORMAT_VERSION:
+            raise ValueError(f"{path} was saved in format {blob['format']}; this bnpzoo reads format {FORMAT_VERSION}")
         est = cls(**blob["params"], **code)
         for name, value in blob["state"].items():
             setattr(est, name, _from_saved(value))

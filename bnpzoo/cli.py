@@ -95,7 +95,8 @@ def _estimator(model: str, inference: str, args, options: dict):
         raise UsageError(f"--inference {inference!r} does not apply to {model}: use one of {', '.join(entry.learners)}")
     params = dict(options, inference=inference, random_state=args.seed, verbose=args.verbose)
     accepted = entry.estimator._param_names()
-    for flag, name in (("truncation", "truncation"), ("iters", "max_iter"), ("batch_size", "batch_size"), ("device", "device")):
+    flags = (("truncation", "truncation"), ("iters", "max_iter"), ("batch_size", "batch_size"), ("device", "device"))
+    for flag, name in flags:
         if getattr(args, flag) is not None:
             if name not in accepted:
                 raise UsageError(f"--{flag.replace('_', '-')} does not apply to {model}")
@@ -111,7 +112,8 @@ def run_grouped(model: str, inference: str, corpus, held_out, args, options: dic
         "truncation": est.truncation_, "k_used": est.n_clusters_, "nmi": None, "acc": None,
         "perplexity": None if held_out is None else round(est.perplexity(held_out), 2),
         "seconds": round(est.fit_seconds_, 4), "iterations": est.n_iter_, "elbo": None,
-        "log_joint": float(est.samples_["log_joint"][:, -1].max()), "rhat": round(est.rhat_, 4) if np.isfinite(est.rhat_) else None,
+        "log_joint": float(est.samples_["log_joint"][:, -1].max()),
+        "rhat": round(est.rhat_, 4) if np.isfinite(est.rhat_) else None,
         "tokens_per_second": round(est.tokens_per_second_), "device": "cpu", "_estimator": est,
     }
 
@@ -139,6 +141,26 @@ def _public(record: dict) -> dict:
     return {k: v for k, v in record.items() if not k.startswith("_")}
 
 
+def _json_line(value) -> str:
+    """Strict JSON: a NaN or infinite number becomes null, and stderr says which fields."""
+    replaced = []
+
+    def finite(item, path):
+        if isinstance(item, dict):
+            return {k: finite(v, f"{path}.{k}" if path else k) for k, v in item.items()}
+        if isinstance(item, list):
+            return [finite(v, f"{path}[{i}]") for i, v in enumerate(item)]
+        if isinstance(item, float) and not np.isfinite(item):
+            replaced.append(path)
+            return None
+        return item
+
+    line = json.dumps(finite(value, ""), allow_nan=False)
+    if replaced:
+        print(f"bnpzoo: warning: non-finite values written as null: {', '.join(replaced)}", file=sys.stderr)
+    return line
+
+
 def _table(records: list) -> str:
     cols = ["model", "inference", "k_used", "nmi", "acc", "seconds", "iterations", "elbo"]
     fmt = lambda v: "-" if v is None else (f"{v:.4g}" if isinstance(v, float) else str(v))
@@ -154,7 +176,7 @@ def cmd_fit(args, extra) -> None:
     record = (run_grouped(args.model, args.inference, dataset, held_out, args, options) if MODELS[args.model].grouped
               else run_one(args.model, args.inference, dataset, args, options))
     if args.json:
-        print(json.dumps(_public(record)))
+        print(_json_line(_public(record)))
     else:
         print(_table([record]))
 
@@ -214,7 +236,7 @@ def cmd_compare(args, extra) -> None:
     comparison_figure(records, dataset, figure)
     print(f"figure: {figure}")
     if args.json:
-        print(json.dumps([_public(r) for r in records]))
+        print(_json_line([_public(r) for r in records]))
 
 
 def main(argv=None) -> int:

@@ -82,7 +82,8 @@ def counts_to_corpus(counts, name: str, token=lambda j: f"w{j}") -> Corpus:
     ("w0", "w1", ... by default)."""
     counts = np.asarray(counts, dtype=np.float64)
     if counts.ndim != 2 or 0 in counts.shape:
-        raise ValueError(f"{name}: a count matrix must be a non-empty documents x words array, got shape {counts.shape}")
+        raise ValueError(f"{name}: a count matrix must be a non-empty documents x words array, "
+                         f"got shape {counts.shape}")
     bad = ~np.isfinite(counts) | (counts < 0) | (counts != np.round(counts))
     if bad.any():
         row, col = map(int, np.argwhere(bad)[0])

@@ -15,7 +15,7 @@ import numpy as np
 import pyro
 import torch
 
-from bnpzoo._validation import Interval, OneOf, check_array
+from bnpzoo._validation import SEED, Interval, OneOf, check_array
 from bnpzoo.base import Estimator
 from bnpzoo.corpus import Corpus
 from bnpzoo.diagnostics import arviz
@@ -112,7 +112,7 @@ class CoupledDP(Estimator):
         "thin": Interval(int, 1),
         "warmup": Interval(int, 0),
         "num_chains": Interval(int, 1),
-        "random_state": Interval(int, 0, optional=True),
+        "random_state": SEED,
         "verbose": OneOf(True, False),
     }
     _fitted_attributes = ("q_", "n_groups_", "n_clusters_", "weights_", "topic_word_", "vocabulary_", "means_",
@@ -161,7 +161,7 @@ class CoupledDP(Estimator):
         if isinstance(X, (list, tuple)) and all(isinstance(doc, (list, tuple)) for doc in X):
             if len(X) != len(groups):
                 raise ValueError(f"groups has {len(groups)} entries for {len(X)} documents")
-            corpus = Corpus("train", list(X))
+            corpus = Corpus("train", [[str(token) for token in doc] for doc in X])  # tokens are words: 7 is "7"
             vocab = [str(token) for token in corpus.vocabulary()]
             if not vocab:
                 raise ValueError("the corpus has no tokens")
@@ -192,7 +192,7 @@ class CoupledDP(Estimator):
         self._validate_params()
         start = time.perf_counter()
         if self.random_state is not None:
-            pyro.set_rng_seed(self.random_state)
+            pyro.set_rng_seed(int(self.random_state))
         x, group_index, values, vocab, documents = self._observations(X, groups)
         self.group_values_ = values.tolist()
         self.n_groups_ = len(self.group_values_)
@@ -282,6 +282,8 @@ class CoupledDP(Estimator):
         if self.topic_word_ is None:
             raise ValueError("perplexity applies to word data; this model was fitted on real vectors")
         docs = docs.docs if isinstance(docs, Corpus) else docs
+        # tokens are words, as in fit: 7 is "7" (a document given as one string is refused by the metric)
+        docs = [[str(token) for token in doc] if isinstance(doc, (list, tuple)) else doc for doc in docs]
         return completion_perplexity(self.topic_word_.numpy(), self.vocabulary_, docs)
 
     def to_arviz(self):

@@ -68,6 +68,8 @@ class TracedFamily:
 
     def log_density(self, x: torch.Tensor, means: torch.Tensor, std=None) -> torch.Tensor:
         k = means.shape[0]
+        if k == 1:  # the program's stick plate needs K >= 2: score a copy beside it
+            return self.log_density(x, torch.cat([means, means]), std)[:, :1]
         fixed = {"mu": means, "v": means.new_full((k - 1,), 0.5)}
         program = poutine.enum(config_enumerate(poutine.condition(self.model, data=fixed)), first_available_dim=-2)
         with torch.no_grad():

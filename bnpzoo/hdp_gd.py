@@ -22,7 +22,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from bnpzoo._validation import Interval, OneOf, check_array
+from bnpzoo._validation import SEED, Interval, OneOf, check_array
 from bnpzoo.base import Estimator
 from bnpzoo.inference.conjugate import expected_log_weights
 from bnpzoo.inference.hdp_gd import (Globals, Observations, Prior, batch_iteration, converged, initial_globals,
@@ -137,7 +137,7 @@ class HDPGD(Estimator):
         "merges": Interval(int, 0, optional=True),
         "n_init": Interval(int, 1),
         "dtype": OneOf("float32", "float64"),
-        "random_state": Interval(int, 0, optional=True),
+        "random_state": SEED,
         "verbose": OneOf(True, False),
     }
     _fitted_attributes = ("labels_", "saliency_", "weights_", "group_weights_", "atoms_per_group_", "n_clusters_",
@@ -213,7 +213,7 @@ class HDPGD(Estimator):
             self.__dict__.pop(name, None)
         obs, order, _ = self._observations(X, groups, self._device_for(X), fitting=True)
         start = time.perf_counter()
-        seed = self.random_state if self.random_state is not None else int(torch.seed() % 2**31)
+        seed = int(self.random_state) if self.random_state is not None else int(torch.seed() % 2**31)
         torch.manual_seed(seed)
         if self.inference == "vi":
             g, r, trace = self._fit_batch(obs, seed)

@@ -27,7 +27,7 @@ import time
 import pyro
 import torch
 
-from bnpzoo._validation import Interval, OneOf, check_array
+from bnpzoo._validation import SEED, Interval, OneOf, check_array
 from bnpzoo.base import MixtureEstimator
 from bnpzoo.families import TracedFamily
 from bnpzoo.inference.kmeans import kmeans, nearest_centres
@@ -61,7 +61,7 @@ COMMON_CONSTRAINTS = {
     "learning_rate": Interval(float, 0, low_open=True, optional=True),
     "n_init": Interval(int, 1),
     "dtype": OneOf("float32", "float64"),
-    "random_state": Interval(int, 0, optional=True),
+    "random_state": SEED,
     "verbose": OneOf(True, False),
 }
 SHARED_PARAMETERS = """
@@ -142,7 +142,7 @@ class StickMixture(MixtureEstimator):
         x = check_array(X, dtype=self._dtype, device=self._device_for(X))
         start = time.perf_counter()
         if self.random_state is not None:
-            pyro.set_rng_seed(self.random_state)
+            pyro.set_rng_seed(int(self.random_state))
         if self.inference == "vmm":
             family = self._family()
             check_closed_form("vmm", "vmm", family)
@@ -174,8 +174,12 @@ class StickMixture(MixtureEstimator):
         x = check_array(X, dtype=self._dtype, device=self._device_for(X),
                         n_features=getattr(self, "n_features_in_", None))
         start = time.perf_counter()
+        if getattr(self, "_session", None) is None and hasattr(self, "n_iter_"):
+            raise ValueError("this estimator was loaded or unpickled: that keeps the fitted model, not the "
+                             "learner's state (its parameters' optimizer, the pruning phase), so partial_fit "
+                             "cannot resume the stream; keep the estimator in memory, or fit a new one")
         if getattr(self, "_session", None) is None and self.random_state is not None:
-            pyro.set_rng_seed(self.random_state)
+            pyro.set_rng_seed(int(self.random_state))
         batch = self._batch_size(x.shape[0])
         run = self._run_session(x, -(-x.shape[0] // batch), start)
         means, sticks, scale = self._session.estimates
@@ -184,6 +188,11 @@ class StickMixture(MixtureEstimator):
                      getattr(self, "elbo_seconds_", []) + run.seconds, getattr(self, "n_iter_", 0) + run.n_iter,
                      run.converged, start)
         return self
+
+    def __getstate__(self):
+        """Pickles hold the fitted model; the learner's session (Pyro guides are closures) is left
+        out, so an unpickled estimator predicts but does not resume ``partial_fit``."""
+        return {name: value for name, value in self.__dict__.items() if name != "_session"}
 
     def _scale_tensor(self, x) -> torch.Tensor | None:
         """The user's component standard deviation as a (D,) tensor, or None."""
@@ -208,8 +217,11 @@ class StickMixture(MixtureEstimator):
         ``sample``, or with ``label_all`` each row of x's nearest centre."""
         std = self._scale_tensor(x)
         metric = std if std is not None else relative_spreads(sample)
-        centres, labels = kmeans(sample / metric, min(self.truncation, sample.shape[0]), n_init=self.n_init,
-                                 seed=self.random_state)
+        # a cluster per row, or per repeated row, measures no spread: at least two distinct rows a cluster
+        distinct = sample.shape[0] if sample.shape[0] > 2 * self.truncation else torch.unique(sample, dim=0).shape[0]
+        clusters = min(self.truncation, sample.shape[0], max(2, distinct // 2))
+        centres, labels = kmeans(sample / metric, clusters, n_init=self.n_init,
+                                 seed=None if self.random_state is None else int(self.random_state))
         if std is None:
             std = default_sigma(sample / metric, centres, labels) * metric
         if label_all and sample is not x:
@@ -221,6 +233,12 @@ class StickMixture(MixtureEstimator):
         if getattr(self, "split_moves", False) and (self.inference != "vmm" or self.assignment == "soft"):
             raise ValueError("split_moves applies to inference='vmm' with hard assignments, not "
                              f"inference={self.inference!r}, assignment={self.assignment!r}")
+        alpha = self.get_params().get("alpha")  # MixtureSVI's programs hold their own
+        as_fit = None if alpha is None else float(torch.tensor(alpha, dtype=self._dtype))
+        # alpha that the fit's dtype rounds to 0 or inf makes the sticks' Beta(1 - d, alpha) improper
+        if as_fit is not None and alpha > 0 and not 0 < as_fit < float("inf"):
+            raise ValueError(f"alpha={alpha!r} is {as_fit} in {self.dtype}: give an alpha between "
+                             f"{torch.finfo(self._dtype).tiny:.1e} and {torch.finfo(self._dtype).max:.1e}")
 
     def _hard_assignments(self) -> bool:
         """The papers' MAP assignments ([DPM-SGA] eq. (15), [PYPM-sVMM] eq. (20)) unless asked
@@ -274,6 +292,7 @@ class StickMixture(MixtureEstimator):
             self.phase_starts_ = list(self._session.phase_starts)
         self.n_iter_, self.converged_ = n_iter, bool(converged)
         self.fit_seconds_ = time.perf_counter() - start
+        self._check_finite(bound=self.elbo_trace_, means=self.means_, weights=self.weights_, scale=self.scale_)
 
     def _finalise(self, x, means, sticks, scale):
         """Order clusters by weight and keep those that own a training sample ([PYPM-sVMM] V.D)."""

@@ -123,6 +123,9 @@ def _largest_eigenvalue(sym: torch.Tensor, steps: int = 50) -> torch.Tensor:
     return v @ sym @ v
 
 
+MIN_SCALE_FRACTION = 1e-4  # default_sigma^2 >= this times the data's spread: sigma >= 1% of its scale
+
+
 def default_sigma(x: torch.Tensor, centres: torch.Tensor, labels: torch.Tensor, *, within_factor: float = 3.0,
                   max_rows: int = 20000) -> torch.Tensor:
     """Data-driven scale for the shared spherical component variance, from the K-means start.
@@ -144,6 +147,9 @@ def default_sigma(x: torch.Tensor, centres: torch.Tensor, labels: torch.Tensor, 
     variance there; K-means at the truncation level over-splits, hence the factor 3). Checked on
     digits, standardised iris, wine and breast cancer, and blobs (tests and the benchmark).
     Rows beyond ``max_rows`` are subsampled (evenly spaced) to keep the cost O(max_rows D^2).
+    sigma^2 is never below ``MIN_SCALE_FRACTION`` times the first term: on a start with a cluster
+    per row (data no larger than the truncation) or clusters of identical rows, lambda_max(W) is
+    0, and a scale of 1e-19 made every density overflow.
     """
     if x.shape[0] > max_rows:
         rows = torch.linspace(0, x.shape[0] - 1, max_rows, device=x.device).long()
@@ -156,7 +162,9 @@ def default_sigma(x: torch.Tensor, centres: torch.Tensor, labels: torch.Tensor, 
     residual = x - centres[labels]
     within = _largest_eigenvalue(residual.T @ residual / x.shape[0])
     spread = (cov * cov).sum() / total
-    return torch.minimum(spread, within_factor * within).clamp_min(torch.finfo(x.dtype).tiny).sqrt()
+    floor = MIN_SCALE_FRACTION * spread  # within is 0 when K-means gives every row its own cluster
+    scale = torch.minimum(spread, torch.maximum(within_factor * within, floor))
+    return scale.clamp_min(torch.finfo(x.dtype).tiny).sqrt()
 
 
 def relative_spreads(x: torch.Tensor, *, cap: float = 2.0, max_rows: int = 20000) -> torch.Tensor:

@@ -398,7 +398,7 @@ def initial_globals(obs: Observations, truncation: int, group_truncation: int, p
     centres, _ = kmeans(z[sample], truncation, n_init=n_init, seed=seed)
     labels = squared_distances(z, centres).argmin(1)
     counts = torch.bincount(labels, minlength=truncation).to(x.dtype)
-    rank = torch.empty_like(labels)
+    rank = torch.empty(truncation, dtype=labels.dtype, device=labels.device)  # new index of each cluster
     rank[torch.argsort(counts, descending=True, stable=True)] = torch.arange(truncation, device=x.device)
     labels = rank[labels]
     onehot = torch.nn.functional.one_hot(labels, truncation).to(x.dtype)
