@@ -9,29 +9,17 @@ import warnings
 from pathlib import Path
 
 import numpy as np
-import pyro
-import pyro.distributions as dist
 import pytest
 import torch
 
 from bnpzoo import DPGMM, HDPGD, PYPGGM, CoupledDP, MixtureSVI
 from bnpzoo.cli import main
-from bnpzoo.models.stick_breaking import feature_vectors, stick_breaking_prior
+from test_mixture import student_t_model  # models/dp_gmm.py copied with a Student-t likelihood
 
 ROOT = Path(__file__).parents[1]
 OURS = tuple(str(ROOT / folder) for folder in ("bnpzoo", "models", "guides", "inference"))
 RNG = np.random.default_rng(0)
 BASE = RNG.normal(size=(120, 3))
-
-
-def student_t(data=None, *, truncation=20, alpha=1.0, sigma=1.0, prior_mean=0.0, prior_precision=1.0,
-              subsample_size=None, num_data=None, dim=None):
-    n, (sigma, m0) = feature_vectors(data, num_data, dim, sigma, prior_mean)
-    log_weights, mu = stick_breaking_prior(truncation, alpha, 0.0, m0, sigma / prior_precision**0.5)
-    with pyro.plate("data", n, subsample_size=subsample_size, dim=-1) as idx:
-        z = pyro.sample("z", dist.Categorical(logits=log_weights), infer={"enumerate": "parallel"})
-        obs = data[idx] if data is not None else None
-        return pyro.sample("x", dist.StudentT(4.0, mu[z], sigma).to_event(1), obs=obs)
 
 
 def proportions(x):
@@ -60,7 +48,7 @@ ESTIMATORS = {
     "dpgmm natgrad-svi": lambda: DPGMM(truncation=10, inference="natgrad-svi", max_iter=30, random_state=0),
     "dpgmm vi": lambda: DPGMM(truncation=10, inference="vi", max_iter=30, random_state=0),
     "pypggm svmm": lambda: PYPGGM(truncation=10, max_iter=30, random_state=0),
-    "mixture-svi student-t": lambda: MixtureSVI(model=student_t, truncation=10, max_iter=30, random_state=0),
+    "mixture-svi student-t": lambda: MixtureSVI(model=student_t_model, truncation=10, max_iter=30, random_state=0),
     "hdpgd vi": lambda: HDPGD(truncation=6, group_truncation=3, max_iter=20, random_state=0),
     "coupled-dp gibbs": lambda: CoupledDP(truncation=4, max_iter=4, warmup=2, random_state=0),
 }
