@@ -11,6 +11,7 @@ implements ``fit``, ``_log_joint_table(x)`` (ln pi_k + ln f(x_n | theta_k), an N
 
 import inspect
 import numbers
+import random
 
 import numpy as np
 import torch
@@ -34,6 +35,20 @@ def _from_saved(value):
     if isinstance(value, dict) and set(value) == {"ndarray"}:
         return value["ndarray"].numpy()
     return value
+
+
+def get_rng_state() -> dict:
+    """torch's, Python's and numpy's generator states, numpy's as a tensor (a weights-only file)."""
+    kind, keys, position, has_gauss, cached = np.random.get_state()
+    return {"torch": torch.get_rng_state(), "random": random.getstate(),
+            "numpy": (kind, torch.from_numpy(keys.astype(np.int64)), position, has_gauss, cached)}
+
+
+def set_rng_state(state: dict) -> None:
+    kind, keys, position, has_gauss, cached = state["numpy"]
+    torch.set_rng_state(state["torch"])
+    random.setstate(state["random"])
+    np.random.set_state((kind, keys.numpy().astype(np.uint32), position, has_gauss, cached))
 
 
 class Estimator:
@@ -121,14 +136,24 @@ class Estimator:
     _unsaved_params: tuple = ()  # parameters that are code (a Pyro program): ``load`` takes them again
 
     def save(self, path) -> None:
-        """Write parameters and fitted state; ``load`` restores predictions exactly."""
+        """Write parameters, fitted state and the learner's state where it has one (``load`` restores
+        predictions exactly, and a stream's ``partial_fit`` continues as if never interrupted)."""
         self._check_fitted()
         state = {}
         for name in self._fitted_attributes:
             value = getattr(self, name)
             state[name] = ({k: _to_cpu(v) for k, v in value.items()} if isinstance(value, dict) else _to_cpu(value))
         params = {k: v for k, v in self.get_params().items() if k not in self._unsaved_params}
-        torch.save({"format": FORMAT_VERSION, "class": type(self).__name__, "params": params, "state": state}, path)
+        torch.save({"format": FORMAT_VERSION, "class": type(self).__name__, "params": params, "state": state,
+                    "resume": self._resume_state()}, path)
+
+    def _resume_state(self):
+        """What ``partial_fit`` needs to continue after ``load`` (tensors, numbers, strings), or None."""
+        return None
+
+    def _resume(self, state) -> None:
+        """Take ``_resume_state()``'s value from a loaded file."""
+        raise ValueError(f"this file holds a learner's state that {type(self).__name__} cannot resume")
 
     @classmethod
     def load(cls, path, *, map_location=None, **code):
@@ -153,6 +178,8 @@ class Estimator:
         est = cls(**blob["params"], **code)
         for name, value in blob["state"].items():
             setattr(est, name, _from_saved(value))
+        if blob.get("resume") is not None:
+            est._resume(blob["resume"])
         return est
 
 

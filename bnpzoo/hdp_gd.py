@@ -23,7 +23,7 @@ import torch
 from tqdm.auto import tqdm
 
 from bnpzoo._validation import SEED, Interval, OneOf, check_array
-from bnpzoo.base import Estimator
+from bnpzoo.base import Estimator, get_rng_state, set_rng_state
 from bnpzoo.inference.conjugate import expected_log_weights
 from bnpzoo.inference.hdp_gd import (Globals, Observations, Prior, batch_iteration, converged, initial_globals,
                                      local_bound, local_step, merge_moves, online_step, saliency_mean, tables)
@@ -209,7 +209,7 @@ class HDPGD(Estimator):
     def fit(self, X, groups=None):
         """Fit on proportion vectors X (N x D) in ``groups`` (N integer labels); returns self."""
         self._validate_params()
-        for name in list(self._fitted_attributes):
+        for name in list(self._fitted_attributes) + ["_saved_rng"]:
             self.__dict__.pop(name, None)
         obs, order, _ = self._observations(X, groups, self._device_for(X), fitting=True)
         start = time.perf_counter()
@@ -307,6 +307,9 @@ class HDPGD(Estimator):
                 self.max_iter = max_iter
         self._validate_params()
         obs, order, _ = self._observations(X, groups, self.posterior_["theta"].device)
+        if getattr(self, "_saved_rng", None) is not None:  # loaded or unpickled: the stream's own draws
+            set_rng_state(self._saved_rng)
+            self._saved_rng = None
         perm = torch.randperm(obs.x.shape[0]).to(obs.x.device)
         estimates = []
         g, self.n_iter_ = self._online_pass(obs, Globals(**self.posterior_), perm, self.n_iter_, estimates)
@@ -315,8 +318,26 @@ class HDPGD(Estimator):
         self._finish(g, obs, r, order, self.elbo_trace_ + torch.stack(estimates).tolist())
         return self
 
+    # -- saving and resuming a stream (online-vi) ----------------------------------------------
+    def _resume_state(self):
+        """The RNG states where the stream stands, so that ``partial_fit`` after ``load`` draws the
+        minibatches the uninterrupted stream would have (the factors are fitted attributes)."""
+        if self.inference != "online-vi" or not hasattr(self, "posterior_"):
+            return None
+        return {"rng": getattr(self, "_saved_rng", None) or self._rng_after_fit}
+
+    def _resume(self, state) -> None:
+        self._saved_rng = state["rng"]
+
+    def __getstate__(self):
+        out = dict(self.__dict__)
+        resume = self._resume_state()
+        out["_saved_rng"] = None if resume is None else resume["rng"]
+        return out
+
     def _finish(self, g: Globals, obs: Observations, r: torch.Tensor, order: torch.Tensor, trace):
         """The fitted attributes from the global factors and the training rows' r (in group order)."""
+        self._rng_after_fit = get_rng_state()
         self.posterior_ = {name: getattr(g, name) for name in Globals.__dataclass_fields__}
         labels = r.argmax(1)
         self.labels_ = _unsort(labels, order).cpu().numpy()

@@ -174,10 +174,12 @@ class StickMixture(MixtureEstimator):
         x = check_array(X, dtype=self._dtype, device=self._device_for(X),
                         n_features=getattr(self, "n_features_in_", None))
         start = time.perf_counter()
-        if getattr(self, "_session", None) is None and hasattr(self, "n_iter_"):
-            raise ValueError("this estimator was loaded or unpickled: that keeps the fitted model, not the "
-                             "learner's state (its parameters' optimizer, the pruning phase), so partial_fit "
-                             "cannot resume the stream; keep the estimator in memory, or fit a new one")
+        if getattr(self, "_session", None) is None and hasattr(self, "n_iter_"):  # loaded or unpickled
+            if getattr(self, "_saved_session", None) is None:
+                raise ValueError("this estimator holds no learner's state to resume (it was fitted by a "
+                                 "learner without one, or saved by an older bnpzoo): partial_fit cannot continue "
+                                 "its stream; fit a new one")
+            self._session, self._saved_session = self._restore_session(self._saved_session), None
         if getattr(self, "_session", None) is None and self.random_state is not None:
             pyro.set_rng_seed(int(self.random_state))
         batch = self._batch_size(x.shape[0])
@@ -188,11 +190,6 @@ class StickMixture(MixtureEstimator):
                      getattr(self, "elbo_seconds_", []) + run.seconds, getattr(self, "n_iter_", 0) + run.n_iter,
                      run.converged, start)
         return self
-
-    def __getstate__(self):
-        """Pickles hold the fitted model; the learner's session (Pyro guides are closures) is left
-        out, so an unpickled estimator predicts but does not resume ``partial_fit``."""
-        return {name: value for name, value in self.__dict__.items() if name != "_session"}
 
     def _scale_tensor(self, x) -> torch.Tensor | None:
         """The user's component standard deviation as a (D,) tensor, or None."""
@@ -271,18 +268,47 @@ class StickMixture(MixtureEstimator):
             sample = x if self.inference == "vi" else self._start_sample(x, batch)
             init_means, labels, std, prior_mean = self._start(x, sample)
             counts = torch.bincount(labels, minlength=init_means.shape[0]).to(x.dtype) * (x.shape[0] / sample.shape[0])
-            sticks = self._stick_prior()
-            order, _ = sort_by_size(counts, **sticks)
-            prior = dict(std=std, prior_mean=prior_mean, prior_precision=self.prior_precision, **sticks)
-            self._session = StochasticSession(
-                self.inference, self._program(), self._family(), init_means[order], counts[order],
-                model_kwargs=self._program_kwargs(std, prior_mean), prior=prior, log_prior=self._log_prior,
-                occam=self._occam, pruning_precision=self._pruning_precision(), pruning_steps=self.max_iter // 2,
-                guide=self.guide, hard=self._hard_assignments(), learning_rate=self.learning_rate,
-                prune_threshold=self.prune_threshold)
+            order, _ = sort_by_size(counts, **self._stick_prior())
+            self._session = self._new_session(init_means[order], counts[order], std, prior_mean)
             self.scale_ = std
         return self._session.run(x, max_iter=max_iter, batch_size=batch, tol=self.tol, clock_start=clock_start,
                                  verbose=self.verbose)
+
+    def _new_session(self, init_means, counts, std, prior_mean) -> StochasticSession:
+        prior = dict(std=std, prior_mean=prior_mean, prior_precision=self.prior_precision, **self._stick_prior())
+        return StochasticSession(
+            self.inference, self._program(), self._family(), init_means, counts,
+            model_kwargs=self._program_kwargs(std, prior_mean), prior=prior, log_prior=self._log_prior,
+            occam=self._occam, pruning_precision=self._pruning_precision(), pruning_steps=self.max_iter // 2,
+            guide=self.guide, hard=self._hard_assignments(), learning_rate=self.learning_rate,
+            prune_threshold=self.prune_threshold)
+
+    # -- saving and resuming a stream ----------------------------------------------------------
+    def _resume_state(self):
+        """The stochastic learner's session (``StochasticSession.state_dict``), which ``save`` and
+        pickles keep so that ``partial_fit`` continues the stream after ``load``; None for vmm."""
+        if getattr(self, "_session", None) is not None and self.inference in STOCHASTIC:
+            return self._session.state_dict()
+        return getattr(self, "_saved_session", None)
+
+    def _resume(self, state) -> None:
+        self._saved_session = state
+
+    def __getstate__(self):
+        """Pickles hold the fitted model and the session's state (Pyro's guides are closures, so
+        the session itself is rebuilt on the next ``partial_fit``)."""
+        out = {name: value for name, value in self.__dict__.items() if name != "_session"}
+        out["_saved_session"] = self._resume_state()
+        return out
+
+    def _restore_session(self, state) -> StochasticSession:
+        """The session of ``state`` on a fresh guide and optimizer of this estimator's learner."""
+        k = int(state["model_kwargs"]["truncation"])
+        means = torch.zeros(k, self.n_features_in_, dtype=self.means_.dtype, device=self.means_.device)
+        prior = state["prior"]
+        session = self._new_session(means, state["counts"], prior["std"], prior["prior_mean"])
+        session.load_state_dict(state)
+        return session
 
     def _record(self, x, means, sticks, scale, trace, seconds, n_iter, converged, start):
         self.n_features_in_ = x.shape[1]

@@ -6,7 +6,8 @@ The session receives the program, its component family (``bnpzoo.families``: the
 table and the closed forms it has) and the prior's settings; it never imports a model. A learner
 that needs a closed form the family lacks refuses. A session keeps its own Pyro parameter store
 and optimizer state, so ``partial_fit`` can resume it on the next batch while other estimators
-use Pyro in between.
+use Pyro in between; ``state_dict`` / ``load_state_dict`` carry that state through ``save`` and
+``load`` (or a pickle), so a resumed stream continues bitwise as the uninterrupted one.
 """
 
 from dataclasses import dataclass
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 import pyro
 import torch
 
+from bnpzoo.base import get_rng_state, set_rng_state
 from bnpzoo.guides import stick_mixture as guides
 from bnpzoo.inference import optim as seed_optim
 from bnpzoo.inference.conjugate import natural_estimate, responsibilities
@@ -121,6 +123,7 @@ class StochasticSession:
                                               prior_precision=prior["prior_precision"], **self.sticks_prior)
         self.loss = self._natural_loss if self.kind == "natural" else ("map" if self.hard else "enum")
         self.store_state = None
+        self.rng, self.restore_rng = None, False  # the RNG states at the end of the last run
 
     def _variances(self):
         """tau_k^2 of the means' factors at the current counts, or None without ``occam``."""
@@ -197,6 +200,36 @@ class StochasticSession:
         self.model_kwargs["truncation"] = keep.numel()
         self.counts = self.counts[keep]
 
+    # -- saving and resuming -------------------------------------------------------------------
+    def state_dict(self) -> dict:
+        """What a later ``run`` needs, in tensors, numbers, strings and containers of them (what a
+        weights-only ``torch.save`` holds): the guide's unconstrained parameters, each optimizer's
+        buffers and step, the Fisher board, the prior phase, the clusters' counts, the RNG states."""
+        params = self.store_state["params"]
+        return {"params": {name: p.detach() for name, p in params.items()},
+                "optimizer": seed_optim.optimizer_state(self.optim, params), "board": dict(self.board),
+                "counts": self.counts, "evaluations": self.evaluations, "phase_starts": list(self.phase_starts),
+                "pruning_steps": self.pruning_steps, "final_precision": self.final_precision,
+                "n_clusters": self.n_clusters,
+                "prior": dict(self.prior), "model_kwargs": dict(self.model_kwargs), "rng": self.rng}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Continue a session from ``state_dict()``: the next ``run`` goes on exactly as the saved
+        session's would have (same parameters, optimizer buffers and random draws)."""
+        for name in ("counts", "evaluations", "pruning_steps", "final_precision", "n_clusters", "rng"):
+            setattr(self, name, state[name])
+        self.phase_starts, self.prior, self.model_kwargs = (list(state["phase_starts"]), dict(state["prior"]),
+                                                            dict(state["model_kwargs"]))
+        self.board.update(state["board"])
+        store = pyro.get_param_store()
+        store.clear()
+        pyro.poutine.block(self.guide)(None, **self.model_kwargs)  # the parameters' constraints
+        params = {name: p.detach().clone().requires_grad_(True) for name, p in state["params"].items()}
+        store.set_state({"params": params, "constraints": store.get_state()["constraints"]})
+        self.store_state = store.get_state()
+        seed_optim.restore_optimizer_state(self.optim, self.store_state["params"], state["optimizer"])
+        self.restore_rng = state["rng"] is not None
+
     # -- running -----------------------------------------------------------------------------
     def run(self, x, *, max_iter, batch_size, tol, clock_start=None, verbose=False, window=10):
         """Steps on ``x`` (the data set, or the current batch of a stream); the bound's times count
@@ -207,6 +240,9 @@ class StochasticSession:
             pyro.poutine.block(self.guide)(x, **self.model_kwargs)  # create the parameters
         else:
             store.set_state(self.store_state)
+        if self.restore_rng:  # a resumed session draws what the saved one would have drawn next
+            set_rng_state(self.rng)
+            self.restore_rng = False
         self.data = x
         picks = torch.randperm(x.shape[0], device=x.device)[: self.eval_size]
         self.eval_batch = x[picks]
@@ -233,4 +269,5 @@ class StochasticSession:
                 self.phase_starts.append(self.evaluations)
         self.estimates = guides.point_estimates(self.kind, self.prior["std"])
         self.store_state = store.get_state()
+        self.rng = get_rng_state()
         return total

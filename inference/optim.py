@@ -206,6 +206,30 @@ def carry_state(pyro_optim: PyroOptim, old: torch.Tensor, new: torch.Tensor, row
     pyro_optim.grad_clip[new] = clip
 
 
+def optimizer_state(pyro_optim: PyroOptim, params: dict) -> dict:
+    """{parameter name: {"state": its optimizer's buffers, "lr": its step}} for the unconstrained
+    tensors ``params`` (name -> tensor): plain tensors and numbers, which a weights-only file holds
+    (the optimizers' other arguments, callables among them, come from the learner's factory)."""
+    out = {}
+    for name, p in params.items():
+        optimizer = pyro_optim.optim_objs.get(p)
+        if optimizer is not None:
+            out[name] = {"state": dict(optimizer.state.get(p, {})), "lr": optimizer.param_groups[0].get("lr")}
+    return out
+
+
+def restore_optimizer_state(pyro_optim: PyroOptim, params: dict, saved: dict) -> None:
+    """Give each tensor of ``params`` (name -> unconstrained tensor) its optimizer, made by the
+    learner's factory, with the buffers and step of ``optimizer_state``."""
+    for name, entry in saved.items():
+        p = params[name]
+        optimizer = pyro_optim.optim_objs[p] = pyro_optim._get_optim(p)
+        pyro_optim.grad_clip[p] = pyro_optim._get_grad_clip(p)
+        optimizer.state[p] = dict(entry["state"])
+        if entry["lr"] is not None:  # natural-gradient SVI's step is its schedule, not an lr
+            optimizer.param_groups[0]["lr"] = entry["lr"]
+
+
 def scale_steps(pyro_optim: PyroOptim, factor: float) -> None:
     """Multiply the step size of every parameter's optimizer by ``factor``."""
     for optimizer in pyro_optim.optim_objs.values():
