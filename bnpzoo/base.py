@@ -1,8 +1,10 @@
 """What bnpzoo's estimators share.
 
 ``Estimator``: parameters (``_parameter_constraints``, one place for allowed values, checked when
-``fit`` starts), their checks, save/load of the tensors listed in ``_fitted_attributes``, and the
-work of a step that sets a fit's threads (``_step_work``, ``bnpzoo.threads``).
+``fit`` starts), their checks, save/load of the tensors listed in ``_fitted_attributes`` and of
+the learner's state that resumes a stream (``_resume_state``, with the RNG states of
+``get_rng_state``), and the work of a step that sets a fit's threads (``_step_work``,
+``bnpzoo.threads``).
 
 ``MixtureEstimator`` adds prediction, scoring and ArviZ for mixtures of numeric rows: a subclass
 implements ``fit``, ``_log_joint_table(x)`` (ln pi_k + ln f(x_n | theta_k), an N x K tensor), and

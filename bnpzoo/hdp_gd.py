@@ -324,7 +324,7 @@ class HDPGD(Estimator):
         minibatches the uninterrupted stream would have (the factors are fitted attributes)."""
         if self.inference != "online-vi" or not hasattr(self, "posterior_"):
             return None
-        return {"rng": getattr(self, "_saved_rng", None) or self._rng_after_fit}
+        return {"rng": getattr(self, "_saved_rng", None) or getattr(self, "_rng_after_fit", None)}
 
     def _resume(self, state) -> None:
         self._saved_rng = state["rng"]
