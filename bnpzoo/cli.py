@@ -122,19 +122,21 @@ def run_one(model: str, inference: str, dataset, args, options: dict) -> dict:
     """Fit and score one model x learner; returns the JSON record of DESIGN.md."""
     groups = (dataset.groups,) if MODELS[model].needs_groups else ()
     est = _estimator(model, inference, args, options).fit(dataset.X, *groups)
-    pred = est.predict(dataset.X, *groups)
-    labels = dataset.labels
     extra = {"saliency": [round(float(s), 4) for s in est.saliency_]} if hasattr(est, "saliency_") else {}
     return {
-        "model": model, "inference": inference, "data": dataset.name,
-        "n": int(dataset.X.shape[0]), "d": int(dataset.X.shape[1]), "truncation": est.truncation,
-        "k_used": clusters_used(pred),
-        "nmi": None if labels is None else round(nmi(labels, pred), 4),
-        "acc": None if labels is None else round(acc(labels, pred), 4),
-        "perplexity": None, "seconds": round(est.fit_seconds_, 4), "iterations": est.n_iter_,
-        "elbo": est.elbo_trace_[-1], "device": args.device or "cpu", **extra,
+        "model": model, "inference": inference, **_scores(dataset, est.predict(dataset.X, *groups)),
+        "truncation": est.truncation, "perplexity": None, "seconds": round(est.fit_seconds_, 4),
+        "iterations": est.n_iter_, "elbo": est.elbo_trace_[-1], "device": args.device or "cpu", **extra,
         "_estimator": est,
     }
+
+
+def _scores(dataset, pred) -> dict:
+    """The data's fields of a record and the partition's scores against its labels, if any."""
+    labels = dataset.labels
+    return {"data": dataset.name, "n": int(dataset.X.shape[0]), "d": int(dataset.X.shape[1]),
+            "k_used": clusters_used(pred), "nmi": None if labels is None else round(nmi(labels, pred), 4),
+            "acc": None if labels is None else round(acc(labels, pred), 4)}
 
 
 def _public(record: dict) -> dict:
@@ -200,13 +202,9 @@ def reference_bgm(dataset, args) -> dict | None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         pred = bgm.fit(dataset.X).predict(dataset.X)
-    labels = dataset.labels
-    return {"model": "sklearn-bgm", "inference": "diag", "data": dataset.name, "n": int(dataset.X.shape[0]),
-            "d": int(dataset.X.shape[1]), "truncation": bgm.n_components, "k_used": clusters_used(pred),
-            "nmi": None if labels is None else round(nmi(labels, pred), 4),
-            "acc": None if labels is None else round(acc(labels, pred), 4), "perplexity": None,
-            "seconds": round(time.perf_counter() - start, 4), "iterations": int(bgm.n_iter_), "elbo": None,
-            "device": "cpu", "_estimator": bgm}
+    return {"model": "sklearn-bgm", "inference": "diag", **_scores(dataset, pred), "truncation": bgm.n_components,
+            "perplexity": None, "seconds": round(time.perf_counter() - start, 4), "iterations": int(bgm.n_iter_),
+            "elbo": None, "device": "cpu", "_estimator": bgm}
 
 
 def cmd_compare(args, extra) -> None:
@@ -217,15 +215,14 @@ def cmd_compare(args, extra) -> None:
     runs = [(model, learner) for model, entry in MODELS.items()
             if not entry.grouped and (dataset.groups is not None or not entry.needs_groups)
             for learner in (entry.compared or entry.learners)]
+    fits = [lambda model=model, learner=learner: run_one(model, learner, dataset, args, {}) for model, learner in runs]
     records = []
-    for i, (model, learner) in enumerate(runs, 1):
-        records.append(run_one(model, learner, dataset, args, {}))
-        print(f"[{i}/{len(runs) + 1}] {model} / {learner}: {records[-1]['seconds']:.2f} s", file=sys.stderr)
-    reference = reference_bgm(dataset, args)
-    if reference is not None:
-        records.append(reference)
-        print(f"[{len(runs) + 1}/{len(runs) + 1}] scikit-learn BGM (reference): {reference['seconds']:.2f} s",
-              file=sys.stderr)
+    for i, fit in enumerate(fits + [lambda: reference_bgm(dataset, args)], 1):
+        record = fit()
+        if record is not None:  # the reference row: None without scikit-learn
+            records.append(record)
+            print(f"[{i}/{len(fits) + 1}] {record['model']} / {record['inference']}: {record['seconds']:.2f} s",
+                  file=sys.stderr)
     print(f"bnpzoo compare on {dataset.name}: n={dataset.X.shape[0]}, d={dataset.X.shape[1]}")
     print(_table(records))
     from bnpzoo.plots import comparison_figure

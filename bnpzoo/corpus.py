@@ -38,6 +38,12 @@ class Corpus:
         return arr[:, 0], arr[:, 1]
 
 
+def as_words(docs) -> list:
+    """Token lists with every token a word: 7 and "7" are the same word. A document that is not a
+    list (one string) is left for the caller to refuse."""
+    return [[str(token) for token in doc] if isinstance(doc, (list, tuple)) else doc for doc in docs]
+
+
 def read_corpus(path) -> Corpus:
     """A .txt corpus: one document a line; an empty line is an error, not an empty document."""
     path = Path(path)

@@ -17,7 +17,7 @@ import torch
 
 from bnpzoo._validation import SEED, Interval, OneOf, check_array
 from bnpzoo.base import Estimator
-from bnpzoo.corpus import Corpus
+from bnpzoo.corpus import Corpus, as_words
 from bnpzoo.diagnostics import arviz
 from bnpzoo.models.coupled_configs import CONFIGS, inheritance_matrix
 from bnpzoo.models.coupled_dp import mixing_weights
@@ -161,8 +161,8 @@ class CoupledDP(Estimator):
         if isinstance(X, (list, tuple)) and all(isinstance(doc, (list, tuple)) for doc in X):
             if len(X) != len(groups):
                 raise ValueError(f"groups has {len(groups)} entries for {len(X)} documents")
-            corpus = Corpus("train", [[str(token) for token in doc] for doc in X])  # tokens are words: 7 is "7"
-            vocab = [str(token) for token in corpus.vocabulary()]
+            corpus = Corpus("train", as_words(X))
+            vocab = corpus.vocabulary()
             if not vocab:
                 raise ValueError("the corpus has no tokens")
             doc, word = corpus.token_arrays(vocab)
@@ -282,8 +282,7 @@ class CoupledDP(Estimator):
         if self.topic_word_ is None:
             raise ValueError("perplexity applies to word data; this model was fitted on real vectors")
         docs = docs.docs if isinstance(docs, Corpus) else docs
-        # tokens are words, as in fit: 7 is "7" (a document given as one string is refused by the metric)
-        docs = [[str(token) for token in doc] if isinstance(doc, (list, tuple)) else doc for doc in docs]
+        docs = as_words(docs)  # as in fit; a document given as one string is refused by the metric
         return completion_perplexity(self.topic_word_.numpy(), self.vocabulary_, docs)
 
     def to_arviz(self):

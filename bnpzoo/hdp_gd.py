@@ -209,7 +209,7 @@ class HDPGD(Estimator):
     def fit(self, X, groups=None):
         """Fit on proportion vectors X (N x D) in ``groups`` (N integer labels); returns self."""
         self._validate_params()
-        for name in list(self._fitted_attributes) + ["_saved_rng"]:
+        for name in list(self._fitted_attributes) + ["_restore_rng"]:
             self.__dict__.pop(name, None)
         obs, order, _ = self._observations(X, groups, self._device_for(X), fitting=True)
         start = time.perf_counter()
@@ -307,9 +307,9 @@ class HDPGD(Estimator):
                 self.max_iter = max_iter
         self._validate_params()
         obs, order, _ = self._observations(X, groups, self.posterior_["theta"].device)
-        if getattr(self, "_saved_rng", None) is not None:  # loaded or unpickled: the stream's own draws
-            set_rng_state(self._saved_rng)
-            self._saved_rng = None
+        if getattr(self, "_restore_rng", False):  # loaded or unpickled: the stream's own draws
+            set_rng_state(self._stream_rng)
+            self._restore_rng = False
         perm = torch.randperm(obs.x.shape[0]).to(obs.x.device)
         estimates = []
         g, self.n_iter_ = self._online_pass(obs, Globals(**self.posterior_), perm, self.n_iter_, estimates)
@@ -322,22 +322,19 @@ class HDPGD(Estimator):
     def _resume_state(self):
         """The RNG states where the stream stands, so that ``partial_fit`` after ``load`` draws the
         minibatches the uninterrupted stream would have (the factors are fitted attributes)."""
-        if self.inference != "online-vi" or not hasattr(self, "posterior_"):
+        if self.inference != "online-vi" or getattr(self, "_stream_rng", None) is None:
             return None
-        return {"rng": getattr(self, "_saved_rng", None) or getattr(self, "_rng_after_fit", None)}
+        return {"rng": self._stream_rng}
 
     def _resume(self, state) -> None:
-        self._saved_rng = state["rng"]
+        self._stream_rng, self._restore_rng = state["rng"], True
 
     def __getstate__(self):
-        out = dict(self.__dict__)
-        resume = self._resume_state()
-        out["_saved_rng"] = None if resume is None else resume["rng"]
-        return out
+        return dict(self.__dict__, _restore_rng=self._resume_state() is not None)
 
     def _finish(self, g: Globals, obs: Observations, r: torch.Tensor, order: torch.Tensor, trace):
         """The fitted attributes from the global factors and the training rows' r (in group order)."""
-        self._rng_after_fit = get_rng_state()
+        self._stream_rng = get_rng_state()  # where the stream stands: save and pickles keep it
         self.posterior_ = {name: getattr(g, name) for name in Globals.__dataclass_fields__}
         labels = r.argmax(1)
         self.labels_ = _unsort(labels, order).cpu().numpy()
