@@ -15,7 +15,7 @@ import numpy as np
 import pyro
 import torch
 
-from bnpzoo._validation import SEED, Interval, OneOf, check_array
+from bnpzoo._validation import SEED, Folder, Interval, OneOf, check_array
 from bnpzoo.base import Estimator
 from bnpzoo.corpus import Corpus, as_words
 from bnpzoo.diagnostics import arviz
@@ -78,6 +78,13 @@ class CoupledDP(Estimator):
     num_chains : chains run by ``pyro.infer.MCMC``: in spawned worker processes where the machine
         has the cores (more than num_chains; a script that fits then needs Python's ``if __name__ ==
         "__main__":`` guard), one after the other otherwise.
+    checkpoint : a folder where each chain saves its state every ``checkpoint_every`` sweeps and at
+        its end (one file per chain, ``inference.chain_checkpoint``). A fit given a folder that
+        holds a stopped run's files resumes it: each chain replays its saved samples and sweeps on
+        from its saved state and random generators, so the result equals the uninterrupted run's
+        (on CPU, bitwise). The folder is kept; fitting again with a larger ``max_iter`` continues
+        the chains. Files of other data or settings are refused. None: no checkpoints.
+    checkpoint_every : sweeps between a chain's checkpoints.
     random_state, verbose : seed, and Pyro's progress bar.
 
     Fitted attributes: ``samples_`` (MCMC's summaries by chain: log_joint, atoms_per_source,
@@ -90,7 +97,7 @@ class CoupledDP(Estimator):
     atoms) and ``vocabulary_`` for words, ``means_`` and ``precisions_`` for vectors; and
     ``n_features_in_`` (vocabulary size or D), ``n_tokens_``, ``n_iter_`` (sweeps per chain),
     ``fit_seconds_``, ``sampling_seconds_`` and ``tokens_per_second_`` (sweeps of all chains x
-    training tokens / sampling seconds).
+    training tokens / sampling seconds; after a resume, of the sweeps this fit ran).
     """
 
     _parameter_constraints = {
@@ -112,6 +119,8 @@ class CoupledDP(Estimator):
         "thin": Interval(int, 1),
         "warmup": Interval(int, 0),
         "num_chains": Interval(int, 1),
+        "checkpoint": Folder(),
+        "checkpoint_every": Interval(int, 1),
         "random_state": SEED,
         "verbose": OneOf(True, False),
     }
@@ -123,7 +132,7 @@ class CoupledDP(Estimator):
     def __init__(self, *, config="m-ldp", q=None, sigma=1.0, truncation=None, inference="gibbs", alpha=None,
                  beta=None, prior_mean=0.0, prior_kappa=1.0, prior_shape=1.0, prior_rate=1.0, label_step="collapsed",
                  documents=False, doc_concentration=1.0, split_merge=1, max_iter=200, warmup=100, thin=1,
-                 num_chains=1, random_state=None, verbose=False):
+                 num_chains=1, checkpoint=None, checkpoint_every=50, random_state=None, verbose=False):
         self.config = config
         self.q = q
         self.sigma = sigma
@@ -143,6 +152,8 @@ class CoupledDP(Estimator):
         self.warmup = warmup
         self.thin = thin
         self.num_chains = num_chains
+        self.checkpoint = checkpoint
+        self.checkpoint_every = checkpoint_every
         self.random_state = random_state
         self.verbose = verbose
 
@@ -212,10 +223,12 @@ class CoupledDP(Estimator):
             alpha=None if self.alpha is None else float(self.alpha), split_merge_moves=int(self.split_merge),
             documents=documents if self.documents else None, doc_concentration=float(self.doc_concentration))
         with tempfile.TemporaryDirectory() as folder:
-            kernel = CoupledGibbsKernel(problem, thin=self.thin, state_dir=folder)
-            # chains in worker processes are spawned: a forked worker hangs once torch's thread pool runs
+            kernel = CoupledGibbsKernel(problem, thin=self.thin, state_dir=folder, checkpoint=self._checkpoint(problem))
+            # chains in worker processes are spawned: a forked worker hangs once torch's thread pool runs;
+            # initial_params only tells each chain its index (the kernel draws its own start)
             mcmc = MCMC(kernel, num_samples=self.max_iter, warmup_steps=self.warmup, num_chains=self.num_chains,
-                        mp_context="spawn", disable_progbar=not self.verbose)
+                        initial_params={"chain": torch.arange(self.num_chains).squeeze(0)}, mp_context="spawn",
+                        disable_progbar=not self.verbose)
             sampling = time.perf_counter()
             mcmc.run()
             self.sampling_seconds_ = time.perf_counter() - sampling
@@ -232,6 +245,15 @@ class CoupledDP(Estimator):
         self.tokens_per_second_ = self.num_chains * self.n_iter_ * self.n_tokens_ / self.sampling_seconds_
         self.fit_seconds_ = time.perf_counter() - start
         return self
+
+    def _checkpoint(self, problem):
+        """The chains' checkpoint folder, keyed to the data and every setting a chain's draws depend on."""
+        from bnpzoo.inference.chain_checkpoint import ChainCheckpoint, fingerprint
+
+        if self.checkpoint is None:
+            return None
+        key = fingerprint(problem, self.thin, self.random_state)
+        return ChainCheckpoint(Path(self.checkpoint), self.checkpoint_every, key, self.warmup + self.max_iter)
 
     def _truncation(self, words: bool) -> int:
         """L, atoms per latent DP: the parameter, or a pool of about POOL atoms for words (10 each for vectors)."""

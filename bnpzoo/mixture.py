@@ -99,11 +99,14 @@ SHARED_PARAMETERS = """
         sga-momentum, svmm-mgrad and svmm-grad, whose steps scale with the gradient, eta is in the
         units of ``bnpzoo.mixture``'s docstring (eta = 1 is a Newton step for a cluster of weight
         1 / K). svmm-grad is then the same rule as sga ([PYPM-sVMM]'s case 1 is [DPM-SGA]'s
-        constant-step ascent); they differ only in name.
+        constant-step ascent); they differ only in name. vmm and natgrad-svi (steps (1 + t)^-0.5)
+        take none: setting it for them is an error.
     n_init : K-means restarts for the initialisation ([DPM-SGA] Algorithm 1, 3.iv). K-means runs
         on a random subset of min(N, max(20 K, b)) samples, b the batch size for the papers' learners
         and 2,000 for vmm (which then starts every sample at its nearest centre); vi uses them all.
-    device, dtype : where and in which precision to fit (default: the data's device, float32).
+    device, dtype : where and in which precision to fit (default: the data's device, float32). Data
+        further than 100 times its spread from zero fits in float64 with a warning (float32 cannot
+        separate its clusters there); further than 1e7 times, it is refused (centre it).
     random_state : seed for the initialisation and SVI.
     verbose : progress bar.
 
@@ -139,7 +142,7 @@ class StickMixture(MixtureEstimator):
     def fit(self, X, y=None):
         """Fit on X (N x D); returns self."""
         self._validate_params()
-        x = check_array(X, dtype=self._dtype, device=self._device_for(X))
+        x = check_array(X, dtype=self._dtype, device=self._device_for(X), widen=True)
         start = time.perf_counter()
         if self.random_state is not None:
             pyro.set_rng_seed(int(self.random_state))
@@ -171,8 +174,9 @@ class StickMixture(MixtureEstimator):
         if self.inference not in STOCHASTIC:
             raise ValueError(f"partial_fit needs a stochastic learner ({', '.join(STOCHASTIC)}), "
                              f"not inference={self.inference!r}")
-        x = check_array(X, dtype=self._dtype, device=self._device_for(X),
-                        n_features=getattr(self, "n_features_in_", None))
+        fitted = getattr(self, "means_", None)  # a stream keeps the precision its first batch set
+        x = check_array(X, dtype=self._dtype if fitted is None else fitted.dtype, device=self._device_for(X),
+                        n_features=getattr(self, "n_features_in_", None), widen=fitted is None)
         start = time.perf_counter()
         if getattr(self, "_session", None) is None and hasattr(self, "n_iter_"):  # loaded or unpickled
             if getattr(self, "_saved_session", None) is None:
@@ -230,6 +234,10 @@ class StickMixture(MixtureEstimator):
         if getattr(self, "split_moves", False) and (self.inference != "vmm" or self.assignment == "soft"):
             raise ValueError("split_moves applies to inference='vmm' with hard assignments, not "
                              f"inference={self.inference!r}, assignment={self.assignment!r}")
+        if self.learning_rate is not None and (self.inference not in LEARNERS
+                                               or LEARNERS[self.inference].learning_rate is None):
+            raise ValueError(f"learning_rate does not apply to inference={self.inference!r}, whose steps follow "
+                             "their own rule")
         alpha = self.get_params().get("alpha")  # MixtureSVI's programs hold their own
         as_fit = None if alpha is None else float(torch.tensor(alpha, dtype=self._dtype))
         # alpha that the fit's dtype rounds to 0 or inf makes the sticks' Beta(1 - d, alpha) improper

@@ -3,7 +3,7 @@
 import inspect
 from dataclasses import dataclass
 
-from bnpzoo._validation import Interval, OneOf, Scale
+from bnpzoo._validation import Folder, Interval, OneOf, Scale
 from bnpzoo.coupled_dp import INFERENCE as COUPLED_DP_LEARNERS, CoupledDP
 from bnpzoo.dp_gmm import DPGMM
 from bnpzoo.hdp_gd import INFERENCE as HDP_GD_LEARNERS, HDPGD
@@ -38,8 +38,8 @@ class Entry:
                 kwargs.update(action="store_const", const=True, help="on (off by default)")
             elif isinstance(constraint, OneOf):
                 kwargs["choices"] = constraint.options
-            elif isinstance(constraint, (Interval, Scale)):
-                kwargs["type"] = int if constraint.kind is int else float
+            elif isinstance(constraint, (Interval, Scale, Folder)):
+                kwargs["type"] = constraint.kind
             yield "--" + name.replace("_", "-"), name, kwargs
 
 

@@ -11,12 +11,17 @@ R-hat, ESS and ``arviz.from_pyro`` apply:
 
 The full state of each chain's last sweep is kept for prediction: in ``chain_states``, and with
 ``state_dir`` also written there as a file, which is how it comes back from chains that MCMC runs
-in worker processes. Known
+in worker processes. With a ``checkpoint`` (``inference.chain_checkpoint``) each chain writes its
+state every few sweeps; a chain that finds its file replays the summaries in it (no sweeps) and
+sweeps on from the saved state and generators, so MCMC collects the uninterrupted run. MCMC tells
+each chain its index through ``initial_params`` (``{"chain": i}``), the one value it hands a
+kernel per chain, in worker processes too. Known
 traps of Pyro's MCMC (STYLE.md): ``transforms`` must exist, ``diagnostics`` must hold
 ``divergences``, nothing calls ``end_warmup`` (the kernel counts its own steps), MCMC
 concatenates samples as floats, and ``arviz.from_pyro`` reads ``kernel.model``.
 """
 
+import dataclasses
 import math
 import uuid
 from pathlib import Path
@@ -28,6 +33,7 @@ from pyro.infer.mcmc.mcmc_kernel import MCMCKernel
 from torch.distributions import Bernoulli, Gamma, Normal
 
 from bnpzoo.inference import coupled_gibbs as gibbs
+from bnpzoo.inference.chain_checkpoint import ChainCheckpoint
 from bnpzoo.models.coupled_dp import model as coupled_model
 
 
@@ -66,16 +72,18 @@ def log_joint(problem: gibbs.Problem, state: gibbs.GibbsState) -> torch.Tensor:
 
 class CoupledGibbsKernel(MCMCKernel):
     """One chain of the sampler on ``problem``; ``thin``: sweeps per sample; ``state_dir``: a
-    folder for the final states."""
+    folder for the final states; ``checkpoint``: where chains save and resume."""
 
-    def __init__(self, problem: gibbs.Problem, *, init_sweeps: int = 1, thin: int = 1, state_dir=None):
+    def __init__(self, problem: gibbs.Problem, *, init_sweeps: int = 1, thin: int = 1, state_dir=None,
+                 checkpoint: ChainCheckpoint | None = None):
         self.problem, self.init_sweeps, self.thin = problem, init_sweeps, thin
-        self.state_dir = state_dir
+        self.state_dir, self.checkpoint = state_dir, checkpoint
         self.transforms = {}
         self.model = None  # arviz.from_pyro reads it; None skips its observed-data group
         self.chain_states = []
         self.state = None
-        self._warmup_steps = self._t = 0
+        self._warmup_steps = self._t = self._chain = self._saved_at = 0
+        self._summaries, self._replayed = [], 0
 
     def _initial_state(self) -> gibbs.GibbsState:
         """Latents from the prior (the program run without data) with the concentrations at their
@@ -104,7 +112,12 @@ class CoupledGibbsKernel(MCMCKernel):
 
     def setup(self, warmup_steps, *args, **kwargs):
         self._warmup_steps, self._t = warmup_steps, 0
-        self.state = self._initial_state()
+        saved = None if self.checkpoint is None else self.checkpoint.load(self._chain)
+        if saved is None:
+            self.state, self._summaries = self._initial_state(), []
+        else:
+            self.state, self._summaries = gibbs.GibbsState(**saved[0]), saved[1]
+        self._replayed = self._saved_at = len(self._summaries)
 
     @property
     def initial_params(self):
@@ -112,12 +125,25 @@ class CoupledGibbsKernel(MCMCKernel):
 
     @initial_params.setter
     def initial_params(self, params):
-        pass  # the sampler starts from its own prior draw (setup); summaries cannot seed it
+        # the chain's index; the sampler starts from its own prior draw (setup), summaries cannot seed it
+        self._chain = int(params.get("chain", 0))
 
     def sample(self, params):
-        self.state = gibbs.sweep(self.problem, self.state, self.thin)
+        if self._t < self._replayed:  # resumed: what the chain returned before it stopped
+            summary = self._summaries[self._t]
+        else:
+            self.state = gibbs.sweep(self.problem, self.state, self.thin)
+            summary = self.summary(self.state)
+            self._summaries.append(summary)
         self._t += 1
-        return self.summary(self.state)
+        if self.checkpoint is not None and (self._t - self._saved_at) * self.thin >= self.checkpoint.every:
+            self._save()
+        return summary
+
+    def _save(self):
+        state = {field.name: getattr(self.state, field.name) for field in dataclasses.fields(self.state)}
+        self.checkpoint.save(self._chain, state, self._summaries)
+        self._saved_at = self._t
 
     @property
     def warming_up(self) -> bool:
@@ -125,6 +151,8 @@ class CoupledGibbsKernel(MCMCKernel):
 
     def cleanup(self):
         if self.state is not None:
+            if self.checkpoint is not None and self._t > self._saved_at:
+                self._save()  # the chain's end
             self.chain_states.append(self.state)
             if self.state_dir is not None:
                 torch.save(self.state, Path(self.state_dir) / f"chain-{uuid.uuid4().hex}.pt")

@@ -54,6 +54,20 @@ def test_input_outside_what_a_fit_can_use_is_refused_by_name(data, message):
         DPGMM().fit(data)
 
 
+@pytest.mark.parametrize("inference", ["vmm", "natgrad-svi"])
+def test_data_far_from_zero_fits_in_float64_with_a_warning_and_keeps_its_clusters(inference):
+    from bnpzoo.data import load
+    from bnpzoo.metrics import nmi
+
+    blobs = load("blobs:n=1000,d=8,k=5,seed=3")
+    shifted = blobs.X.astype(np.float64) + 1e8  # in float32 the clusters collapse into one (NMI 0.000)
+    with pytest.warns(UserWarning, match="fitting in float64"):
+        est = DPGMM(inference=inference, random_state=0).fit(shifted)
+    assert est.means_.dtype == torch.float64 and nmi(blobs.labels, est.predict(shifted)) > 0.99
+    with pytest.raises(ValueError, match="centre it first"):
+        DPGMM().fit(blobs.X.astype(np.float64) + 1e12)
+
+
 @pytest.mark.parametrize("setting, error", [({"alpha": 1e-300}, ValueError), ({"alpha": 1e300}, ValueError),
                                             ({"sigma": 1e-30}, FloatingPointError),
                                             ({"sigma": 1e30}, FloatingPointError),
@@ -62,6 +76,12 @@ def test_settings_that_overflow_the_densities_raise_and_name_themselves(setting,
     name = next(iter(setting))  # refused at once where the fit's dtype cannot hold it, else named after the fit
     with pytest.raises(error, match=f"{name}="):
         DPGMM(random_state=0, **setting).fit(X)
+
+
+@pytest.mark.parametrize("inference", ["vmm", "natgrad-svi"])
+def test_a_learning_rate_for_a_learner_without_one_is_refused(inference):
+    with pytest.raises(ValueError, match="learning_rate does not apply"):
+        DPGMM(inference=inference, learning_rate=0.1).fit(X)  # it was silently ignored
 
 
 @pytest.mark.parametrize("seed", [np.int64(3), np.uint32(7), 2**32 - 1])
@@ -138,6 +158,63 @@ def test_an_online_hdp_gd_stream_resumed_after_save_and_load_or_a_pickle_equals_
         for name, value in whole.posterior_.items():
             assert torch.equal(resumed.posterior_[name], value), name
         assert resumed.elbo_trace_ == whole.elbo_trace_
+
+
+DOCS = [[f"w{RNG.integers(5) + 5 * (d % 2)}" for _ in range(20)] for d in range(12)]
+CHAINS = {"words, 2 chains": (dict(X=DOCS, groups=np.arange(12) % 3), dict(num_chains=2)),
+          "vectors, thin 2": (dict(X=X[:60], groups=np.arange(60) % 3), dict(thin=2))}
+
+
+def _gibbs(data, checkpoint=None, stop_at=None, **options):
+    """A CoupledDP fit, stopped (KeyboardInterrupt) at the ``stop_at``-th Gibbs sweep call."""
+    from bnpzoo import CoupledDP
+    from bnpzoo.inference import coupled_gibbs
+
+    sweep, calls = coupled_gibbs.sweep, []
+
+    def stopping(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == stop_at:
+            raise KeyboardInterrupt
+        return sweep(*args, **kwargs)
+
+    est = CoupledDP(**dict(dict(truncation=4, max_iter=8, warmup=4, checkpoint_every=5, random_state=3), **options),
+                    checkpoint=checkpoint)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(coupled_gibbs, "sweep", stopping)
+        return est.fit(**data)
+
+
+@pytest.mark.filterwarnings("ignore:num_chains")
+@pytest.mark.parametrize("case", CHAINS)
+def test_a_gibbs_run_resumed_from_its_checkpoint_equals_the_uninterrupted_run(case, tmp_path):
+    data, options = CHAINS[case]
+    whole = _gibbs(data, **options)
+    # sweep calls: 1 at each chain's start, then 12 samples: stops in chain 0 after its first
+    # checkpoint, in chain 1's start, and in chain 1 after its first checkpoint
+    for stop_at in (8, 14, 22)[: 1 + 2 * (options.get("num_chains", 1) - 1)]:
+        folder = tmp_path / f"stop-{stop_at}"
+        with pytest.raises(KeyboardInterrupt):
+            _gibbs(data, folder, stop_at, **options)
+        resumed = _gibbs(data, folder, **options)
+        for name, value in whole.samples_.items():
+            assert torch.equal(resumed.samples_[name], value), (stop_at, name)
+        final = "topic_word_" if whole.means_ is None else "means_"
+        assert torch.equal(getattr(resumed, final), getattr(whole, final))
+
+
+@pytest.mark.filterwarnings("ignore:num_chains")
+def test_a_checkpoint_continues_into_a_longer_run_and_refuses_another_fit(tmp_path):
+    data = CHAINS["words, 2 chains"][0]
+    _gibbs(data, tmp_path, max_iter=4)
+    assert _gibbs(data, tmp_path, max_iter=8).samples_["log_joint"].shape == (1, 8)
+    with pytest.raises(ValueError, match="other data or settings"):
+        _gibbs(data, tmp_path, random_state=4)
+    with pytest.raises(ValueError, match="more than this fit's warmup"):
+        _gibbs(data, tmp_path, max_iter=2)
+    (tmp_path / "chain-0.pt").write_bytes(b"not a checkpoint")
+    with pytest.raises(ValueError, match="not a bnpzoo chain checkpoint"):
+        _gibbs(data, tmp_path)
 
 
 def test_a_fit_without_a_learners_state_refuses_to_resume(tmp_path):

@@ -1,0 +1,86 @@
+"""Checkpoints of a running Markov chain: a folder with one file per chain, rewritten every few
+sweeps, from which a stopped run resumes and ends exactly where the uninterrupted run would.
+
+A chain's file holds what its next sweep depends on and what it has returned so far: the sampler's
+state, the summaries of every sample so far (MCMC collects them again on resume), and torch's,
+numpy's and Python's generator states (every draw of the sampler comes from these; the compiled
+steps seed numba's generator from torch's). Files are weights-only (tensors, numbers, strings),
+written to a temporary name and renamed, so a run killed while writing leaves the last whole one.
+A fingerprint of the data and the settings guards against resuming a different fit.
+"""
+
+import dataclasses
+import hashlib
+import os
+from pathlib import Path
+
+import torch
+
+from bnpzoo.base import get_rng_state, set_rng_state
+
+FORMAT = "bnpzoo-chain-checkpoint-1"
+
+
+def fingerprint(*parts) -> str:
+    """A digest of tensors, dataclasses of them (field by field) and plain values."""
+    digest = hashlib.sha256()
+    for part in parts:
+        if dataclasses.is_dataclass(part):
+            digest.update(fingerprint(*(getattr(part, f.name) for f in dataclasses.fields(part))).encode())
+        elif isinstance(part, torch.Tensor):
+            digest.update(f"{part.dtype}{tuple(part.shape)}".encode())
+            digest.update(part.detach().cpu().contiguous().numpy().tobytes())
+        else:
+            digest.update(repr(part).encode())
+    return digest.hexdigest()
+
+
+@dataclasses.dataclass(frozen=True)
+class ChainCheckpoint:
+    """``folder`` of chain files; a chain writes once ``every`` sweeps have passed since its last
+    write, and when it ends; ``steps``: samples per chain of this run (a file with more is refused)."""
+
+    folder: Path
+    every: int
+    fingerprint: str
+    steps: int
+
+    def __post_init__(self):
+        if Path(self.folder).exists() and not Path(self.folder).is_dir():
+            raise ValueError(f"checkpoint {self.folder} is a file; give a folder")
+        try:  # a folder that cannot be made fails now, not after the first sweeps
+            Path(self.folder).mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            raise ValueError(f"cannot make the checkpoint folder {self.folder}: {err.strerror}") from None
+
+    def path(self, chain: int) -> Path:
+        return Path(self.folder) / f"chain-{chain}.pt"
+
+    def load(self, chain: int):
+        """(state fields, summaries so far as a list of dicts), with the generators set to where the
+        chain stopped; None when the chain has no file yet."""
+        path = self.path(chain)
+        if not path.exists():
+            return None
+        try:
+            saved = torch.load(path, weights_only=True)
+            assert isinstance(saved, dict) and saved.get("format") == FORMAT
+        except Exception:
+            raise ValueError(f"{path} is not a bnpzoo chain checkpoint; use another checkpoint folder") from None
+        if saved["fingerprint"] != self.fingerprint:
+            raise ValueError(f"{path} was written by a fit with other data or settings; use another checkpoint "
+                             "folder, or delete this one to start over")
+        count = len(saved["summaries"])
+        if count > self.steps:
+            raise ValueError(f"{path} holds {count} samples of chain {chain}, more than this fit's warmup + max_iter = "
+                             f"{self.steps}; raise max_iter, or use another checkpoint folder")
+        set_rng_state(saved["rng"])
+        return saved["state"], saved["summaries"]
+
+    def save(self, chain: int, state: dict, summaries: list) -> None:
+        path = self.path(chain)
+        record = {"format": FORMAT, "fingerprint": self.fingerprint, "state": state, "summaries": summaries,
+                  "rng": get_rng_state()}
+        partial = path.with_name(path.name + ".partial")
+        torch.save(record, partial)
+        os.replace(partial, path)
