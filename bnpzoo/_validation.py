@@ -8,6 +8,8 @@ import warnings
 import numpy as np
 import torch
 
+from bnpzoo import mapped
+
 
 class Interval:
     """A number of ``kind`` (int or real) in a range; ``None`` allowed when ``optional``."""
@@ -103,7 +105,7 @@ SAFE_OFFSET = {torch.float32: 1e2, torch.float64: 1e7}
 def offset_ratio(t: torch.Tensor, rows: int = 10_000) -> float:
     """max_d |mean_d| / rms spread over (at most ``rows``) evenly spaced rows, in float64; 0 when
     the rows do not vary."""
-    sample = t[:: max(1, t.shape[0] // rows)].to(torch.float64)
+    sample = mapped.take(t, torch.arange(0, t.shape[0], max(1, t.shape[0] // rows))).to(torch.float64)
     spread = float(sample.var(0, correction=0).mean().sqrt())
     return float(sample.mean(0).abs().max()) / spread if spread > 0 else 0.0
 
@@ -132,7 +134,10 @@ def check_array(X, *, name="X", dtype=torch.float32, device=None, n_features=Non
                 arr = arr.astype(np.float64)
         except (TypeError, ValueError) as err:
             raise ValueError(f"{name} must be a numeric array: {err}") from None
-        t = torch.from_numpy(arr.astype(arr.dtype.newbyteorder("="), copy=False))
+        native = arr.astype(arr.dtype.newbyteorder("="), copy=False)
+        with warnings.catch_warnings():  # a read-only file's memory map: bnpzoo never writes into X
+            warnings.filterwarnings("ignore", "The given NumPy array is not writable")
+            t = mapped.attach(torch.from_numpy(native), native)
     if t.ndim != 2:
         raise ValueError(f"{name} must be 2-D (samples x features), got shape {tuple(t.shape)}")
     if t.shape[0] == 0 or t.shape[1] == 0:
@@ -141,8 +146,13 @@ def check_array(X, *, name="X", dtype=torch.float32, device=None, n_features=Non
         t = t.to(torch.float64)
     # one reduction, no temporary: the extremes are NaN or inf exactly when some entry is, and
     # they bound what the fit will square
-    low, high = torch.aminmax(t)
-    largest = float(torch.maximum(-low, high))
+    if mapped.is_mapped(t):  # block by block, handing the pages back
+        values = [float(torch.maximum(-low, high)) for low, high in
+                  (torch.aminmax(t[rows]) for rows in mapped.passes(t, t.shape[1]))]
+        largest = next((v for v in values if not math.isfinite(v)), max(values))
+    else:
+        low, high = torch.aminmax(t)
+        largest = float(torch.maximum(-low, high))
     if not math.isfinite(largest):
         raise ValueError(f"{name} contains {'NaN' if torch.isnan(t).any() else 'inf'}")
     limit = SAFE_MAGNITUDE.get(dtype, float("inf"))
@@ -161,4 +171,7 @@ def check_array(X, *, name="X", dtype=torch.float32, device=None, n_features=Non
                       "fit cannot tell its clusters apart: fitting in float64 (centre X, X - X.mean(0), to fit "
                       "in float32)", UserWarning, stacklevel=3)
         dtype = torch.float64
-    return t.to(device=device, dtype=dtype)
+    out = t.to(device=device, dtype=dtype)
+    if out is not t:  # a copy in memory: the file's pages are no longer needed
+        mapped.release(t)
+    return out

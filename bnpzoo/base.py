@@ -19,6 +19,7 @@ import numpy as np
 import torch
 
 from bnpzoo._validation import check_array, check_params
+from bnpzoo.mapped import passes
 from bnpzoo.ops import softmax_
 
 FORMAT_VERSION = 1
@@ -202,21 +203,28 @@ class MixtureEstimator(Estimator):
         (each block's table stays in cache; no N x K temporaries besides the result)."""
         x = self._input(X)
         out = torch.empty(x.shape[0], self.n_clusters_, dtype=x.dtype, device=x.device)
-        for start in range(0, x.shape[0], PREDICT_ROWS):
-            block = out[start : start + PREDICT_ROWS]
-            softmax_(self._logits(x[start : start + PREDICT_ROWS], out=block))
+        for rows in passes(x, self.n_clusters_, PREDICT_ROWS):
+            softmax_(self._logits(x[rows], out=out[rows]))
+        return out.cpu().numpy()
+
+    def _per_row(self, X, reduce, dtype=None) -> np.ndarray:
+        """``reduce(block of rows)`` (one value per row) over X, block by block: no N x K table."""
+        x = self._input(X)
+        out = torch.empty(x.shape[0], dtype=dtype or x.dtype, device=x.device)
+        for rows in passes(x, self.n_clusters_, PREDICT_ROWS):
+            out[rows] = reduce(x[rows])
         return out.cpu().numpy()
 
     def predict(self, X) -> np.ndarray:
         """MAP cluster of each sample ([DPM-SGA] eq. (15))."""
-        return self._logits(self._input(X)).argmax(1).cpu().numpy()
+        return self._per_row(X, lambda x: self._logits(x).argmax(1), torch.long)
 
     def fit_predict(self, X, y=None) -> np.ndarray:
         return self.fit(X).predict(X)
 
     def score_samples(self, X) -> np.ndarray:
         """ln p(x_n) = ln sum_k pi_k f(x_n | theta_k) under the fitted point estimates."""
-        return torch.logsumexp(self._log_joint_table(self._input(X)), 1).cpu().numpy()
+        return self._per_row(X, lambda x: torch.logsumexp(self._log_joint_table(x), 1))
 
     def score(self, X, y=None) -> float:
         """Mean per-sample log predictive density."""

@@ -33,8 +33,9 @@ from bnpzoo.families import TracedFamily
 from bnpzoo.inference.kmeans import kmeans, nearest_centres
 from bnpzoo.inference.sticks import sort_by_size
 from bnpzoo.inference.vmm import fit_vmm, prior_terms
+from bnpzoo.mapped import column_means, passes, take
 from bnpzoo.mixture_session import GENERIC, LEARNERS, StochasticSession, check_closed_form
-from bnpzoo.ops import (conjugate_sticks, default_sigma, relative_spreads, row_blocks, stick_breaking_log_weights,
+from bnpzoo.ops import (conjugate_sticks, default_sigma, relative_spreads, stick_breaking_log_weights,
                         weights_to_sticks)
 from bnpzoo.threads import fit_threads
 
@@ -210,7 +211,7 @@ class StickMixture(MixtureEstimator):
         """The rows the K-means start runs on: min(N, max(20 K, ``floor``)) drawn at random, or all of
         them when that is N (the learners' floors: the minibatch, or ``KMEANS_SAMPLE`` for vmm)."""
         size = max(20 * self.truncation, floor)
-        return x if size >= x.shape[0] else x[torch.randperm(x.shape[0], device=x.device)[:size]]
+        return x if size >= x.shape[0] else take(x, torch.randperm(x.shape[0], device=x.device)[:size])
 
     def _start(self, x, sample, label_all=False):
         """K-means on ``sample`` ([DPM-SGA] Algorithm 1, 3.iv) in the units of the component scale,
@@ -227,7 +228,7 @@ class StickMixture(MixtureEstimator):
             std = default_sigma(sample / metric, centres, labels) * metric
         if label_all and sample is not x:
             labels = nearest_centres(x, centres, metric)
-        return centres * metric, labels, std, x.mean(0)
+        return centres * metric, labels, std, column_means(x)
 
     def _validate_params(self):
         super()._validate_params()
@@ -333,7 +334,7 @@ class StickMixture(MixtureEstimator):
         family = self._family()
         log_w = stick_breaking_log_weights(sticks)
         owners = torch.zeros(means.shape[0], dtype=torch.long, device=x.device)
-        for rows in row_blocks(x.shape[0], means.shape[0]):
+        for rows in passes(x, means.shape[0]):
             owners += torch.bincount((log_w + family.log_density(x[rows], means, self.scale_)).argmax(1),
                                      minlength=means.shape[0])
         order = torch.argsort(log_w, descending=True)
@@ -343,7 +344,7 @@ class StickMixture(MixtureEstimator):
         self.sticks_ = weights_to_sticks(self.weights_)
         # renormalising the kept weights shifts every column alike: the softmax is unchanged
         self.counts_ = x.new_zeros(self.n_clusters_)
-        for rows in row_blocks(x.shape[0], self.n_clusters_):
+        for rows in passes(x, self.n_clusters_):
             self.counts_ += torch.softmax(self._log_joint_table(x[rows]), 1).sum(0)
         # posterior factors for ArviZ: the mean-field guide's own scales where it has them, else
         # the Laplace approximation at the point estimate, precision N_k I + lambda0 / std^2 per

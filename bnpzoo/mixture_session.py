@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import pyro
 import torch
 
+from bnpzoo import mapped
 from bnpzoo.base import get_rng_state, set_rng_state
 from bnpzoo.guides import stick_mixture as guides
 from bnpzoo.inference import optim as seed_optim
@@ -243,7 +244,7 @@ class StochasticSession:
         if self.restore_rng:  # a resumed session draws what the saved one would have drawn next
             set_rng_state(self.rng)
             self.restore_rng = False
-        self.data = x
+        x = self.data = mapped.rows(x)  # a memory-mapped x: minibatches read from its file
         picks = torch.randperm(x.shape[0], device=x.device)[: self.eval_size]
         self.eval_batch = x[picks]
         reorganise = self._reorganise if self.kind in ("map", "natural") else None
@@ -268,6 +269,7 @@ class StochasticSession:
                 self.prior["prior_precision"] = self.model_kwargs["prior_precision"] = self.final_precision
                 self.phase_starts.append(self.evaluations)
         self.estimates = guides.point_estimates(self.kind, self.prior["std"])
+        self.data = self.batch = self.eval_batch = None  # the next run brings its own (and x's file closes)
         self.store_state = store.get_state()
         self.rng = get_rng_state()
         return total

@@ -2,7 +2,8 @@
 
 import torch
 
-from bnpzoo.ops import row_blocks, squared_distances
+from bnpzoo.mapped import passes
+from bnpzoo.ops import squared_distances
 
 
 def kmeans_plus_plus(x: torch.Tensor, k: int, generator: torch.Generator) -> torch.Tensor:
@@ -58,6 +59,6 @@ def nearest_centres(x: torch.Tensor, centres: torch.Tensor, scale=1.0) -> torch.
     """Each row's nearest centre (N,) in units of ``scale`` (x / scale against ``centres``), in blocks
     of rows (no N x K table, no scaled copy of x)."""
     labels = torch.empty(x.shape[0], dtype=torch.long, device=x.device)
-    for rows in row_blocks(x.shape[0], centres.shape[0]):
+    for rows in passes(x, centres.shape[0]):
         labels[rows] = squared_distances(x[rows] / scale, centres).argmin(1)
     return labels

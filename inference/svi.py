@@ -36,6 +36,8 @@ from pyro.infer import TraceEnum_ELBO, infer_discrete
 from pyro.infer.util import is_validation_enabled, zero_grads
 from tqdm.auto import tqdm
 
+from bnpzoo.mapped import release
+
 DATA_PLATE = "data"
 
 
@@ -145,6 +147,7 @@ def run_svi(
             with torch.no_grad():
                 bound = evaluate() if evaluate is not None else -torch.stack(recent).mean() * data.shape[0]
             recent = []
+            release(data)  # the pages this window's minibatches touched, when data is a mapped file
             run.elbo_trace.append(float(bound))  # one host sync per window
             if not torch.isfinite(bound):
                 raise FloatingPointError(f"the bound is {run.elbo_trace[-1]} after {run.n_iter} steps: the steps "

@@ -55,7 +55,8 @@ from tqdm.auto import tqdm
 from bnpzoo.inference.kmeans import kmeans
 from bnpzoo.inference.mean_factors import mean_variances, means_kl, occam_penalty
 from bnpzoo.inference.sticks import reorder_and_prune, stick_log_prior, update_sticks
-from bnpzoo.ops import generalized_gaussian_log_density, row_blocks, stick_breaking_log_weights
+from bnpzoo.mapped import passes
+from bnpzoo.ops import generalized_gaussian_log_density, stick_breaking_log_weights
 
 
 @dataclass
@@ -106,7 +107,7 @@ class Assignments:
         """One-hot E[z] from the labels (-1: in no cluster); ``hard=False`` keeps only the statistics."""
         counts = x.new_zeros(k + 1, dtype=torch.float64)  # entry k collects the -1s
         sums = x.new_zeros(k + 1, x.shape[1], dtype=torch.float64)
-        for rows in row_blocks(x.shape[0], k):
+        for rows in passes(x, k):
             index = labels[rows] % (k + 1)
             counts += torch.bincount(index, minlength=k + 1)
             sums.index_add_(0, index, x[rows].double())
@@ -132,7 +133,7 @@ def expectation(x, means, sticks, std, penalty, hard: bool, labels=None) -> tupl
     counts = x.new_zeros(k, dtype=torch.float64)
     sums = x.new_zeros(k, x.shape[1], dtype=torch.float64)
     new_labels = torch.empty(x.shape[0], dtype=torch.long, device=x.device) if hard else None
-    for rows in row_blocks(x.shape[0], k):
+    for rows in passes(x, k):
         block = x[rows]
         scores = assignment_scores(block, means, sticks, std, penalty)
         if hard:
