@@ -72,7 +72,9 @@ READ_ROWS = 65_536  # random rows read one by one from the file at most; beyond,
 
 class FileRows:
     """A mapped tensor's rows, read from its file by index: what the SVI learners' programs and
-    hooks index (``data[idx]``, ``data.shape``, ``data.dtype``, ``data.device``) in place of x."""
+    hooks index (``data[idx]``, ``data.shape``, ``data.dtype``, ``data.device``) in place of x. A
+    program of one's own (``MixtureSVI``) that uses more of ``data`` than these fits arrays in
+    memory only."""
 
     def __init__(self, x: torch.Tensor):
         self.x, self.shape, self.dtype, self.device = x, x.shape, x.dtype, x.device
@@ -91,7 +93,8 @@ class FileRows:
         return out
 
     def __del__(self):
-        os.close(self.fd)
+        if hasattr(self, "fd"):
+            os.close(self.fd)
 
 
 def rows(x: torch.Tensor):
