@@ -144,15 +144,10 @@ def check_array(X, *, name="X", dtype=torch.float32, device=None, n_features=Non
         raise ValueError(f"{name} is empty: shape {tuple(t.shape)}")
     if not t.is_floating_point():
         t = t.to(torch.float64)
-    # one reduction, no temporary: the extremes are NaN or inf exactly when some entry is, and
-    # they bound what the fit will square
-    if mapped.is_mapped(t):  # block by block, handing the pages back
-        values = [float(torch.maximum(-low, high)) for low, high in
-                  (torch.aminmax(t[rows]) for rows in mapped.passes(t, t.shape[1]))]
-        largest = next((v for v in values if not math.isfinite(v)), max(values))
-    else:
-        low, high = torch.aminmax(t)
-        largest = float(torch.maximum(-low, high))
+    # the extremes are NaN or inf exactly when some entry is, and they bound what the fit will
+    # square; found block by block (a mapped file's pages handed back after each), one host sync
+    largest = float(torch.stack([torch.maximum(-low, high) for low, high in
+                                 (torch.aminmax(t[rows]) for rows in mapped.passes(t, t.shape[1]))]).max())
     if not math.isfinite(largest):
         raise ValueError(f"{name} contains {'NaN' if torch.isnan(t).any() else 'inf'}")
     limit = SAFE_MAGNITUDE.get(dtype, float("inf"))

@@ -49,10 +49,6 @@ def attach(t: torch.Tensor, arr: np.ndarray) -> torch.Tensor:
     return t
 
 
-def is_mapped(x: torch.Tensor) -> bool:
-    return hasattr(x, "_mapped")
-
-
 def release(x: torch.Tensor, rows: slice | None = None) -> None:
     """Hand back the pages of ``x[rows]`` (all of x when None, or when x is not C-contiguous)."""
     if not hasattr(x, "_mapped"):
@@ -81,15 +77,19 @@ class FileRows:
         path, self.offset = x._file
         self.row_bytes = x.shape[1] * x.element_size()
         self.fd = os.open(path, os.O_RDONLY)
+        self._last = (None, None)  # (index, rows): a step's hook and its program index the same minibatch
 
     def __getitem__(self, index):
-        if not (isinstance(index, torch.Tensor) and index.ndim == 1 and len(index) <= READ_ROWS):
+        if index is self._last[0]:
+            return self._last[1]
+        if not _few_rows(index):
             return take(self.x, index)
         size, at = self.row_bytes, self.offset
         out = torch.empty(len(index), self.shape[1], dtype=self.dtype)  # aligned as torch's own tensors
         view = memoryview(out.numpy()).cast("B")
         for i, row in enumerate(index.tolist()):
             os.preadv(self.fd, [view[i * size:(i + 1) * size]], at + row * size)
+        self._last = (index, out)
         return out
 
     def __del__(self):
@@ -102,9 +102,13 @@ def rows(x: torch.Tensor):
     return FileRows(x) if hasattr(x, "_file") else x
 
 
+def _few_rows(index) -> bool:
+    return isinstance(index, torch.Tensor) and index.ndim == 1 and len(index) <= READ_ROWS
+
+
 def take(x: torch.Tensor, index) -> torch.Tensor:
     """x[index]; for a mapped x read from the file (random rows) or through the map, pages handed back."""
-    if hasattr(x, "_file") and isinstance(index, torch.Tensor) and index.ndim == 1 and len(index) <= READ_ROWS:
+    if hasattr(x, "_file") and _few_rows(index):
         return FileRows(x)[index]
     out = x[index]
     release(x)

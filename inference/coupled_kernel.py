@@ -134,7 +134,8 @@ class CoupledGibbsKernel(MCMCKernel):
         else:
             self.state = gibbs.sweep(self.problem, self.state, self.thin)
             summary = self.summary(self.state)
-            self._summaries.append(summary)
+            if self.checkpoint is not None:  # MCMC keeps the run's samples; a checkpoint needs its own
+                self._summaries.append(summary)
         self._t += 1
         if self.checkpoint is not None and (self._t - self._saved_at) * self.thin >= self.checkpoint.every:
             self._save()
