@@ -9,6 +9,7 @@ import numpy as np
 import torch
 
 from bnpzoo import mapped
+from bnpzoo.inference import data_parallel
 
 
 class Interval:
@@ -110,11 +111,29 @@ def offset_ratio(t: torch.Tensor, rows: int = 10_000) -> float:
     return float(sample.mean(0).abs().max()) / spread if spread > 0 else 0.0
 
 
-def check_array(X, *, name="X", dtype=torch.float32, device=None, n_features=None, widen=False) -> torch.Tensor:
+def is_stream(X) -> bool:
+    """Whether X is a stream of batches (a generator, an iterator, a DataLoader: an iterable that is not
+    itself array-like) rather than one array; lists and tuples are arrays, as in scikit-learn."""
+    return hasattr(X, "__iter__") and not isinstance(X, (np.ndarray, torch.Tensor, list, tuple, str, bytes)) \
+        and not hasattr(X, "__array__")
+
+
+def batch_features(batch):
+    """A stream's batch as rows: the batch, or the first entry of a (features, labels, ...) tuple, as
+    a DataLoader over a TensorDataset yields them."""
+    if isinstance(batch, (tuple, list)) and batch and isinstance(batch[0], (np.ndarray, torch.Tensor)) \
+            and batch[0].ndim == 2:
+        return batch[0]
+    return batch
+
+
+def check_array(X, *, name="X", dtype=torch.float32, device=None, n_features=None, widen=False,
+                group=None) -> torch.Tensor:
     """A finite, non-empty 2-D real tensor (rows = samples) on ``device``, whose entries a fit in
     ``dtype`` can square and sum (``SAFE_MAGNITUDE``); complex, date and duration input is refused.
     ``widen``: data that sits further from zero than ``SAFE_OFFSET`` of its spreads is returned in
-    float64, with a warning, when float32 would lose it, and refused when float64 would."""
+    float64, with a warning, when float32 would lose it, and refused when float64 would; in a
+    data-parallel fit over ``group`` (X one rank's rows) the ranks decide by the largest offset."""
     if isinstance(X, torch.Tensor):
         t = X.detach()
         if t.is_complex():
@@ -157,7 +176,7 @@ def check_array(X, *, name="X", dtype=torch.float32, device=None, n_features=Non
                          + (" or fit with dtype='float64'" if dtype == torch.float32 else ""))
     if n_features is not None and t.shape[1] != n_features:
         raise ValueError(f"{name} has {t.shape[1]} features, the model was fitted with {n_features}")
-    ratio = offset_ratio(t) if widen else 0.0
+    ratio = data_parallel.largest(offset_ratio(t), group) if widen else 0.0
     if ratio > SAFE_OFFSET[torch.float64]:
         raise ValueError(f"{name} sits {ratio:.1e} times its spread from zero, beyond what a fit in float64 "
                          f"resolves: centre it first (X - X.mean(0))")

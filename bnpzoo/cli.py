@@ -5,6 +5,10 @@
     bnpzoo compare --data DATA [--out DIR] [--json]
 
 Bad input or arguments: exit status 2 and one line on stderr, no traceback.
+
+Started by ``torchrun --nproc-per-node P -m bnpzoo fit ...``, ``fit`` runs data-parallel
+(``inference.data_parallel``): each process fits its share of the rows (mapped, for a ``.npy``
+file), and rank 0 prints the results, scored on every row.
 """
 
 import argparse
@@ -13,9 +17,11 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import torch
 
 from bnpzoo import data as datasets
 from bnpzoo.corpus import Corpus, read_corpus
+from bnpzoo.inference import data_parallel
 from bnpzoo.metrics import acc, clusters_used, nmi
 from bnpzoo.registry import MODELS
 
@@ -89,12 +95,16 @@ def _load(args, model: str | None):
     return dataset, held_out
 
 
-def _estimator(model: str, inference: str, args, options: dict):
+def _estimator(model: str, inference: str, args, options: dict, group=None):
     entry = MODELS[model]
     if inference not in entry.learners:
         raise UsageError(f"--inference {inference!r} does not apply to {model}: use one of {', '.join(entry.learners)}")
     params = dict(options, inference=inference, random_state=args.seed, verbose=args.verbose)
     accepted = entry.estimator._param_names()
+    if group is not None:
+        if "data_parallel" not in accepted:
+            raise UsageError(f"{model} fits in one process: start it without torchrun")
+        params["data_parallel"] = True
     flags = (("truncation", "truncation"), ("iters", "max_iter"), ("batch_size", "batch_size"), ("device", "device"))
     for flag, name in flags:
         if getattr(args, flag) is not None:
@@ -118,15 +128,21 @@ def run_grouped(model: str, inference: str, corpus, held_out, args, options: dic
     }
 
 
-def run_one(model: str, inference: str, dataset, args, options: dict) -> dict:
-    """Fit and score one model x learner; returns the JSON record of DESIGN.md."""
+def run_one(model: str, inference: str, dataset, args, options: dict, group=None) -> dict:
+    """Fit and score one model x learner; returns the JSON record of DESIGN.md. ``group``: the
+    process group of a data-parallel fit, in which this process fits and labels its share of the
+    rows, and the labels of all of them are scored."""
     groups = (dataset.groups,) if MODELS[model].needs_groups else ()
-    est = _estimator(model, inference, args, options).fit(dataset.X, *groups)
+    est = _estimator(model, inference, args, options, group)
+    X = dataset.X if group is None else data_parallel.rank_rows(dataset.X)
+    est.fit(X, *groups)
+    pred = data_parallel.gather_rows(torch.as_tensor(est.predict(X, *groups)), group).numpy()
     extra = {"saliency": [round(float(s), 4) for s in est.saliency_]} if hasattr(est, "saliency_") else {}
     return {
-        "model": model, "inference": inference, **_scores(dataset, est.predict(dataset.X, *groups)),
+        "model": model, "inference": inference, **_scores(dataset, pred),
         "truncation": est.truncation, "perplexity": None, "seconds": round(est.fit_seconds_, 4),
-        "iterations": est.n_iter_, "elbo": est.elbo_trace_[-1], "device": args.device or "cpu", **extra,
+        "iterations": est.n_iter_, "elbo": est.elbo_trace_[-1], "device": args.device or "cpu",
+        "processes": data_parallel.size(group), **extra,
         "_estimator": est,
     }
 
@@ -174,9 +190,16 @@ def _table(records: list) -> str:
 def cmd_fit(args, extra) -> None:
     options = _model_options(args.model, extra)
     args.inference = args.inference or MODELS[args.model].default_learner
+    group = data_parallel.world_group(args.device) if data_parallel.launched() else None
+    if group is not None and MODELS[args.model].grouped:
+        raise UsageError(f"{args.model} fits in one process: start it without torchrun")
+    if group is not None and args.device is not None:  # --device cuda: each process its own GPU
+        args.device = str(data_parallel.rank_device(args.device))
     dataset, held_out = _load(args, args.model)
     record = (run_grouped(args.model, args.inference, dataset, held_out, args, options) if MODELS[args.model].grouped
-              else run_one(args.model, args.inference, dataset, args, options))
+              else run_one(args.model, args.inference, dataset, args, options, group))
+    if data_parallel.rank(group) != 0:
+        return
     if args.json:
         print(_json_line(_public(record)))
     else:
@@ -208,6 +231,8 @@ def reference_bgm(dataset, args) -> dict | None:
 
 
 def cmd_compare(args, extra) -> None:
+    if data_parallel.launched():
+        raise UsageError("bnpzoo compare runs in one process: start it without torchrun")
     if extra:
         raise UsageError(f"bnpzoo compare: unrecognized arguments: {' '.join(extra)}")
     dataset, _ = _load(args, None)
@@ -244,6 +269,8 @@ def main(argv=None) -> int:
     except (ValueError, OSError, FloatingPointError) as err:
         print(f"bnpzoo: error: {err}" if not isinstance(err, UsageError) else str(err), file=sys.stderr)
         return 2
+    finally:
+        data_parallel.close_own_group()
     return 0
 
 

@@ -125,9 +125,9 @@ def passes(x: torch.Tensor, k: int, rows_per_block: int | None = None):
         release(x, rows)
 
 
-def column_means(x: torch.Tensor) -> torch.Tensor:
-    """x.mean(0), accumulated in float64 block by block (the same number in memory and from a file)."""
+def column_sums(x: torch.Tensor) -> torch.Tensor:
+    """x.sum(0) in float64, accumulated block by block (the same number in memory and from a file)."""
     total = torch.zeros(x.shape[1], dtype=torch.float64, device=x.device)
     for rows in passes(x, x.shape[1]):
         total += x[rows].sum(0, dtype=torch.float64)
-    return (total / x.shape[0]).to(x.dtype)
+    return total

@@ -27,13 +27,14 @@ import time
 import pyro
 import torch
 
-from bnpzoo._validation import SEED, Interval, OneOf, check_array
+from bnpzoo._validation import SEED, Interval, OneOf, batch_features, check_array, is_stream
 from bnpzoo.base import MixtureEstimator
 from bnpzoo.families import TracedFamily
+from bnpzoo.inference import data_parallel
 from bnpzoo.inference.kmeans import kmeans, nearest_centres
 from bnpzoo.inference.sticks import sort_by_size
 from bnpzoo.inference.vmm import fit_vmm, prior_terms
-from bnpzoo.mapped import column_means, passes, take
+from bnpzoo.mapped import column_sums, passes, take
 from bnpzoo.mixture_session import GENERIC, LEARNERS, StochasticSession, check_closed_form
 from bnpzoo.ops import (conjugate_sticks, default_sigma, relative_spreads, stick_breaking_log_weights,
                         weights_to_sticks)
@@ -64,6 +65,7 @@ COMMON_CONSTRAINTS = {
     "dtype": OneOf("float32", "float64"),
     "random_state": SEED,
     "verbose": OneOf(True, False),
+    "data_parallel": OneOf(False, True),
 }
 SHARED_PARAMETERS = """
     prior_precision : lambda0; each mean has prior N(mean of X, std^2 / lambda0) per feature, and
@@ -108,8 +110,15 @@ SHARED_PARAMETERS = """
     device, dtype : where and in which precision to fit (default: the data's device, float32). Data
         further than 100 times its spread from zero fits in float64 with a warning (float32 cannot
         separate its clusters there); further than 1e7 times, it is refused (centre it).
-    random_state : seed for the initialisation and SVI.
+    random_state : seed for the initialisation and SVI (rank r of a data-parallel fit draws its
+        minibatches from seed + r).
     verbose : progress bar.
+    data_parallel : fit with the ranks of the ``torch.distributed`` default process group (started
+        by ``torchrun``, or by the caller's ``init_process_group``), the stochastic learners only.
+        Every rank calls ``fit(X)`` with its own rows X; each step's minibatch is the union of the
+        ranks' minibatches (``inference.data_parallel``), the K-means start runs on a sample of every
+        rank's rows, and every rank ends with the same fitted model (``bnpzoo.rank_rows`` gives a
+        rank its share of a whole array, a memory-mapped file's included).
 
     Fitted attributes: ``means_`` (K' x D), ``sticks_`` (K' - 1), ``weights_`` (K'),
     ``n_clusters_`` (K'), ``scale_`` (the component standard deviation, one per feature),
@@ -121,7 +130,8 @@ SHARED_PARAMETERS = """
     minibatch).
 
     ``partial_fit(X)`` (the papers' learners): one pass of minibatch steps over X, resuming the previous
-    call's parameters and optimizer state; each batch stands in for the data set (N = len(X)).
+    call's parameters and optimizer state; each batch stands in for the data set (N = len(X)). X may
+    be a stream of batches (a generator, a DataLoader): one such pass per batch.
 """
 FITTED = ("means_", "sticks_", "weights_", "n_clusters_", "scale_", "elbo_trace_", "phase_starts_", "converged_",
           "n_iter_", "counts_", "n_features_in_", "fit_seconds_", "mean_scale_", "stick_concentration_",
@@ -143,10 +153,11 @@ class StickMixture(MixtureEstimator):
     def fit(self, X, y=None):
         """Fit on X (N x D); returns self."""
         self._validate_params()
-        x = check_array(X, dtype=self._dtype, device=self._device_for(X), widen=True)
+        group = self._group()
+        x = check_array(X, dtype=self._dtype, device=self._device_for(X), widen=True, group=group)
         start = time.perf_counter()
         if self.random_state is not None:
-            pyro.set_rng_seed(int(self.random_state))
+            pyro.set_rng_seed(int(self.random_state) + data_parallel.rank(group))
         if self.inference == "vmm":
             family = self._family()
             check_closed_form("vmm", "vmm", family)
@@ -170,14 +181,24 @@ class StickMixture(MixtureEstimator):
 
     @fit_threads
     def partial_fit(self, X, y=None):
-        """One pass of minibatch steps over the batch X, resuming the last call; returns self."""
+        """One pass of minibatch steps over the batch X, resuming the last call; or, for a stream of
+        batches (any iterable of arrays that is not an array itself: a generator, a DataLoader), one
+        such call per batch. Returns self."""
+        if is_stream(X):
+            batches = 0
+            for batches, batch in enumerate(X, 1):
+                self.partial_fit(batch_features(batch))
+            if not batches:
+                raise ValueError("X is an empty stream: it gave no batch to fit")
+            return self
         self._validate_params()
         if self.inference not in STOCHASTIC:
             raise ValueError(f"partial_fit needs a stochastic learner ({', '.join(STOCHASTIC)}), "
                              f"not inference={self.inference!r}")
         fitted = getattr(self, "means_", None)  # a stream keeps the precision its first batch set
+        group = self._group()
         x = check_array(X, dtype=self._dtype if fitted is None else fitted.dtype, device=self._device_for(X),
-                        n_features=getattr(self, "n_features_in_", None), widen=fitted is None)
+                        n_features=getattr(self, "n_features_in_", None), widen=fitted is None, group=group)
         start = time.perf_counter()
         if getattr(self, "_session", None) is None and hasattr(self, "n_iter_"):  # loaded or unpickled
             if getattr(self, "_saved_session", None) is None:
@@ -186,9 +207,9 @@ class StickMixture(MixtureEstimator):
                                  "its stream; fit a new one")
             self._session, self._saved_session = self._restore_session(self._saved_session), None
         if getattr(self, "_session", None) is None and self.random_state is not None:
-            pyro.set_rng_seed(int(self.random_state))
-        batch = self._batch_size(x.shape[0])
-        run = self._run_session(x, -(-x.shape[0] // batch), start)
+            pyro.set_rng_seed(int(self.random_state) + data_parallel.rank(group))
+        passes_here = -(-x.shape[0] // self._batch_size(x.shape[0]))
+        run = self._run_session(x, int(data_parallel.largest(passes_here, group)), start)
         means, sticks, scale = self._session.estimates
         previous = getattr(self, "elbo_trace_", [])
         self._record(x, means, sticks, scale, previous + run.elbo_trace,
@@ -207,16 +228,24 @@ class StickMixture(MixtureEstimator):
                              "give one number or one per feature")
         return std.expand(x.shape[1]).clone()
 
+    def _group(self):
+        """The process group of a data-parallel fit, or None."""
+        return data_parallel.world_group(self.device) if self.data_parallel else None
+
     def _start_sample(self, x, floor: int):
         """The rows the K-means start runs on: min(N, max(20 K, ``floor``)) drawn at random, or all of
-        them when that is N (the learners' floors: the minibatch, or ``KMEANS_SAMPLE`` for vmm)."""
-        size = max(20 * self.truncation, floor)
+        them when that is N (the learners' floors: the minibatch, or ``KMEANS_SAMPLE`` for vmm); in
+        a data-parallel fit, each rank's share of them."""
+        size = -(-max(20 * self.truncation, floor) // data_parallel.size(self._group()))
         return x if size >= x.shape[0] else take(x, torch.randperm(x.shape[0], device=x.device)[:size])
 
     def _start(self, x, sample, label_all=False):
         """K-means on ``sample`` ([DPM-SGA] Algorithm 1, 3.iv) in the units of the component scale,
         the scale itself (per feature, the module docstring) and the prior's centre; the labels of
-        ``sample``, or with ``label_all`` each row of x's nearest centre."""
+        ``sample``, or with ``label_all`` each row of x's nearest centre. In a data-parallel fit the
+        ranks' samples are stacked and rank 0's start is every rank's."""
+        group = self._group()
+        sample = data_parallel.gather_rows(sample, group)
         std = self._scale_tensor(x)
         metric = std if std is not None else relative_spreads(sample)
         # a cluster per row, or per repeated row, measures no spread: at least two distinct rows a cluster
@@ -228,13 +257,18 @@ class StickMixture(MixtureEstimator):
             std = default_sigma(sample / metric, centres, labels) * metric
         if label_all and sample is not x:
             labels = nearest_centres(x, centres, metric)
-        return centres * metric, labels, std, column_means(x)
+        sums, rows = data_parallel.all_sum([column_sums(x), torch.tensor(float(x.shape[0]), dtype=torch.float64)],
+                                           group)
+        return data_parallel.from_first((centres * metric, labels, std, (sums / rows).to(x.dtype)), group)
 
     def _validate_params(self):
         super()._validate_params()
         if getattr(self, "split_moves", False) and (self.inference != "vmm" or self.assignment == "soft"):
             raise ValueError("split_moves applies to inference='vmm' with hard assignments, not "
                              f"inference={self.inference!r}, assignment={self.assignment!r}")
+        if self.data_parallel and self.inference not in LEARNERS:
+            raise ValueError(f"data_parallel=True needs an SVI learner ({', '.join(LEARNERS)}), not "
+                             f"inference={self.inference!r}")
         if self.learning_rate is not None and (self.inference not in LEARNERS
                                                or LEARNERS[self.inference].learning_rate is None):
             raise ValueError(f"learning_rate does not apply to inference={self.inference!r}, whose steps follow "
@@ -269,19 +303,22 @@ class StickMixture(MixtureEstimator):
     _log_prior = staticmethod(prior_terms)
 
     def _run_session(self, x, max_iter, clock_start):
-        batch = self._batch_size(x.shape[0])
+        batch, group = self._batch_size(x.shape[0]), self._group()
         if getattr(self, "_session", None) is None:
             if min(self.truncation, x.shape[0]) < 2:  # the model's stick plate has K - 1 entries
                 raise ValueError(f"the SVI learners need truncation >= 2 and at least 2 samples to start, got "
                                  f"truncation={self.truncation} and {x.shape[0]} samples")
-            sample = x if self.inference == "vi" else self._start_sample(x, batch)
+            # vi starts from all the rows (from a sample of each rank's, in a data-parallel fit)
+            floor = batch if self.inference != "vi" else x.shape[0] if group is None else KMEANS_SAMPLE
+            sample = self._start_sample(x, floor)
             init_means, labels, std, prior_mean = self._start(x, sample)
-            counts = torch.bincount(labels, minlength=init_means.shape[0]).to(x.dtype) * (x.shape[0] / sample.shape[0])
+            (n,) = data_parallel.all_sum([torch.tensor(float(x.shape[0]))], group)
+            counts = torch.bincount(labels, minlength=init_means.shape[0]).to(x.dtype) * (float(n) / labels.numel())
             order, _ = sort_by_size(counts, **self._stick_prior())
             self._session = self._new_session(init_means[order], counts[order], std, prior_mean)
             self.scale_ = std
         return self._session.run(x, max_iter=max_iter, batch_size=batch, tol=self.tol, clock_start=clock_start,
-                                 verbose=self.verbose)
+                                 verbose=self.verbose, group=group)
 
     def _new_session(self, init_means, counts, std, prior_mean) -> StochasticSession:
         prior = dict(std=std, prior_mean=prior_mean, prior_precision=self.prior_precision, **self._stick_prior())
@@ -330,13 +367,15 @@ class StickMixture(MixtureEstimator):
         self._check_finite(bound=self.elbo_trace_, means=self.means_, weights=self.weights_, scale=self.scale_)
 
     def _finalise(self, x, means, sticks, scale):
-        """Order clusters by weight and keep those that own a training sample ([PYPM-sVMM] V.D)."""
-        family = self._family()
+        """Order clusters by weight and keep those that own a training sample ([PYPM-sVMM] V.D); in a
+        data-parallel fit, a sample of any rank."""
+        family, group = self._family(), self._group()
         log_w = stick_breaking_log_weights(sticks)
         owners = torch.zeros(means.shape[0], dtype=torch.long, device=x.device)
         for rows in passes(x, means.shape[0]):
             owners += torch.bincount((log_w + family.log_density(x[rows], means, self.scale_)).argmax(1),
                                      minlength=means.shape[0])
+        (owners,) = data_parallel.all_sum([owners], group)
         order = torch.argsort(log_w, descending=True)
         keep = order[owners[order] > 0]
         weights = log_w[keep].exp()
@@ -346,6 +385,7 @@ class StickMixture(MixtureEstimator):
         self.counts_ = x.new_zeros(self.n_clusters_)
         for rows in passes(x, self.n_clusters_):
             self.counts_ += torch.softmax(self._log_joint_table(x[rows]), 1).sum(0)
+        (self.counts_,) = data_parallel.all_sum([self.counts_], group)
         # posterior factors for ArviZ: the mean-field guide's own scales where it has them, else
         # the Laplace approximation at the point estimate, precision N_k I + lambda0 / std^2 per
         # feature (the conjugate factor N(mean_k, std^2 / (N_k + lambda0)) for the Gaussian), and
@@ -424,7 +464,8 @@ class MixtureSVI(StickMixture):
 
     def __init__(self, *, model=None, inference="svmm", model_kwargs=None, truncation=50, pruning_precision=20.0,
                  assignment=None, guide="map", max_iter=500, tol=1e-5, prune_threshold=1e-3, batch_size=None,
-                 learning_rate=None, n_init=3, device=None, dtype="float32", random_state=None, verbose=False):
+                 learning_rate=None, n_init=3, device=None, dtype="float32", random_state=None, verbose=False,
+                 data_parallel=False):
         self._store(locals())
 
     def _validate_params(self):
@@ -506,7 +547,7 @@ class MixtureSVI(StickMixture):
 
     def partial_fit(self, X, y=None):
         self._validate_params()
-        if getattr(self, "_session", None) is None:
+        if getattr(self, "_session", None) is None and not is_stream(X):
             self._check_program(X)
         return super().partial_fit(X, y)
 

@@ -18,12 +18,12 @@ import torch
 from bnpzoo import mapped
 from bnpzoo.base import get_rng_state, set_rng_state
 from bnpzoo.guides import stick_mixture as guides
-from bnpzoo.inference import optim as seed_optim
+from bnpzoo.inference import data_parallel, optim as seed_optim
 from bnpzoo.inference.conjugate import natural_estimate, responsibilities
 from bnpzoo.inference.fisher import gaussian_mixture_fisher, prior_curvature
 from bnpzoo.inference.mean_factors import mean_variances, occam_penalty
 from bnpzoo.inference.sticks import reorder_and_prune, update_sticks
-from bnpzoo.inference.svi import SVIRun, run_svi
+from bnpzoo.inference.svi import SVIRun, evaluation_indices, run_svi
 from bnpzoo.inference.vmm import assign
 from bnpzoo.ops import stick_breaking_log_weights
 
@@ -154,6 +154,8 @@ class StochasticSession:
                             **self.sticks_prior)
             f_mu, f_v = gaussian_mixture_fisher(self.batch, assign(table, self.hard), means, sticks,
                                                 prior_mean=self.prior["prior_mean"], **settings)
+            # the union's minibatch mean, in a data-parallel fit
+            f_mu, f_v = data_parallel.weighted_mean([f_mu, f_v], indices.numel(), data_parallel.group_of(self.data))
             c_mu, c_v = prior_curvature(sticks, **settings)
             self.board.update(mu_map=f_mu + c_mu, v_map=f_v + c_v)
         return {"z": table.argmax(1)} if decode else None
@@ -177,11 +179,14 @@ class StochasticSession:
         scores = self._table(self.eval_batch, means, sticks, variances)
         # owners under the MAP assignment (eq. (15)): a cluster that owns no evaluation sample is
         # dead (soft counts never reach zero, and trailing clusters' sticks stay near 1 / j)
-        self.eval_counts = torch.bincount(scores.argmax(1), minlength=scores.shape[1]).to(scores.dtype)
-        scale = self.data.shape[0] / self.eval_batch.shape[0]
-        data_term = torch.logsumexp(scores, 1).sum() * scale
-        bound = data_term + self.log_prior(means, sticks, variances, n_clusters=self.n_clusters, **self.prior)
-        self.counts = torch.softmax(scores, 1).sum(0) * scale  # the factors' counts for the next window
+        owners = torch.bincount(scores.argmax(1), minlength=scores.shape[1]).to(scores.dtype)
+        # sums over the evaluation rows of every rank, in a data-parallel fit
+        data_sum, owners, soft, rows = data_parallel.all_sum(
+            [torch.logsumexp(scores, 1).sum(), owners, torch.softmax(scores, 1).sum(0),
+             torch.tensor(float(scores.shape[0]))], data_parallel.group_of(self.data))
+        self.eval_counts, scale = owners, self.data.shape[0] / float(rows)
+        bound = data_sum * scale + self.log_prior(means, sticks, variances, n_clusters=self.n_clusters, **self.prior)
+        self.counts = soft * scale  # the factors' counts for the next window
         return bound
 
     def _reorganise(self):
@@ -232,9 +237,10 @@ class StochasticSession:
         self.restore_rng = state["rng"] is not None
 
     # -- running -----------------------------------------------------------------------------
-    def run(self, x, *, max_iter, batch_size, tol, clock_start=None, verbose=False, window=10):
+    def run(self, x, *, max_iter, batch_size, tol, clock_start=None, verbose=False, window=10, group=None):
         """Steps on ``x`` (the data set, or the current batch of a stream); the bound's times count
-        from ``clock_start`` (``time.perf_counter()``; default: now)."""
+        from ``clock_start`` (``time.perf_counter()``; default: now). ``group``: the process group of
+        a data-parallel fit, x this rank's rows (``inference.data_parallel``)."""
         store = pyro.get_param_store()
         if self.store_state is None:
             store.clear()
@@ -244,9 +250,8 @@ class StochasticSession:
         if self.restore_rng:  # a resumed session draws what the saved one would have drawn next
             set_rng_state(self.rng)
             self.restore_rng = False
-        x = self.data = mapped.rows(x)  # a memory-mapped x: minibatches read from its file
-        picks = torch.randperm(x.shape[0], device=x.device)[: self.eval_size]
-        self.eval_batch = x[picks]
+        x = self.data = data_parallel.shard(mapped.rows(x), group)  # a mapped x: minibatches read from its file
+        self.eval_batch = x[evaluation_indices(data_parallel.rows_here(x), self.eval_size, x.device)]
         reorganise = self._reorganise if self.kind in ("map", "natural") else None
         total, remaining = SVIRun(), max_iter
         while remaining > 0:

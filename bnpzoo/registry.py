@@ -12,7 +12,8 @@ from bnpzoo.pyp_ggm import PYPGGM
 
 # estimator parameters that the CLI sets through its common flags, not model options
 COMMON = {"truncation": "--truncation", "inference": "--inference", "max_iter": "--iters",
-          "batch_size": "--batch-size", "random_state": "--seed", "device": "--device", "verbose": "--verbose"}
+          "batch_size": "--batch-size", "random_state": "--seed", "device": "--device", "verbose": "--verbose",
+          "data_parallel": None}  # set when torchrun started the processes
 
 
 @dataclass(frozen=True)

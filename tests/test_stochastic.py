@@ -144,3 +144,18 @@ def test_partial_fit_checks_its_input(model_draw):
 def test_fisher_needs_hard_assignments(model_draw):
     with pytest.raises(ValueError, match="sga-fisher"):
         DPGMM(inference="sga-fisher", assignment="soft").fit(model_draw[0])
+
+
+def test_partial_fit_takes_a_stream_of_batches_as_one_call_per_batch():
+    x = np.random.default_rng(0).normal(size=(600, 3)).astype(np.float32)
+    x[:300] += 6
+    batches = [x[i:i + 200] for i in range(0, 600, 200)]
+    one_by_one = DPGMM(inference="svmm", truncation=5, random_state=0)
+    for batch in batches:
+        one_by_one.partial_fit(batch)
+    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.from_numpy(x)), batch_size=200)
+    for stream in ((b for b in batches), loader):
+        streamed = DPGMM(inference="svmm", truncation=5, random_state=0).partial_fit(stream)
+        assert torch.equal(streamed.means_, one_by_one.means_) and streamed.n_iter_ == one_by_one.n_iter_
+    with pytest.raises(ValueError, match="empty stream"):
+        DPGMM(inference="svmm").partial_fit(iter([]))

@@ -1,0 +1,52 @@
+"""One rank of the data-parallel test (``test_data_parallel.py``), launched as ``torchrun`` would:
+RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT in the environment.
+
+    python data_parallel_worker.py DATA.npy TABLES.pt OUT.pt
+
+fits every SVI learner on this rank's rows of the memory-mapped DATA with ``data_parallel=True``,
+its minibatches, evaluation rows and K-means sample fixed by TABLES (``fixed_draws``), and saves
+the fitted parameters to OUT.
+"""
+
+import contextlib
+import sys
+from unittest import mock
+
+import numpy as np
+import torch
+
+import bnpzoo
+from bnpzoo.mixture import StickMixture
+from bnpzoo.mixture_session import LEARNERS
+
+SETTINGS = dict(truncation=10, max_iter=60, random_state=3)
+
+
+@contextlib.contextmanager
+def fixed_draws(tables):
+    """The learner's random rows replaced by ``tables``: "steps" (one row of indices a step),
+    "evaluation" and "start" (the K-means sample)."""
+    steps = iter(tables["steps"])
+    with mock.patch("bnpzoo.inference.svi.minibatch_indices", lambda n, size, device: next(steps)), \
+            mock.patch("bnpzoo.mixture_session.evaluation_indices", lambda n, size, device: tables["evaluation"]), \
+            mock.patch.object(StickMixture, "_start_sample", lambda self, x, floor: x[tables["start"]]):
+        yield
+
+
+def fit_all(x, tables, **settings) -> dict:
+    """{learner: the fitted means, weights, bound trace and counts} for every SVI learner."""
+    out = {}
+    for learner in LEARNERS:
+        with fixed_draws(tables):
+            est = bnpzoo.DPGMM(inference=learner, **SETTINGS, **settings).fit(x)
+        out[learner] = {"means": est.means_, "weights": est.weights_, "counts": est.counts_,
+                        "elbo": torch.tensor(est.elbo_trace_)}
+    return out
+
+
+if __name__ == "__main__":
+    data, tables, out = sys.argv[1:]
+    x = bnpzoo.rank_rows(np.load(data, mmap_mode="r"))
+    rank = torch.distributed.get_rank()
+    torch.save(fit_all(x, torch.load(tables)[rank], data_parallel=True), out)
+    torch.distributed.destroy_process_group()

@@ -1,0 +1,130 @@
+"""Data-parallel SVI (``inference.data_parallel``): two gloo processes on localhost fit as one process
+whose minibatches are the union of theirs, for every SVI learner."""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import bnpzoo
+from bnpzoo.cli import main
+from bnpzoo.inference import data_parallel
+from data_parallel_worker import SETTINGS, fit_all
+
+WORKER = Path(__file__).with_name("data_parallel_worker.py")
+RANKS, ROWS, BATCH, EVALUATION, START = 2, 1500, 100, 300, 200  # ROWS, BATCH, ...: per rank
+
+
+def blobs(seed=0, labels=False):
+    g = np.random.default_rng(seed)
+    centres, z = g.normal(0, 6, (6, 4)), g.integers(0, 6, RANKS * ROWS)
+    x = (centres[z] + g.normal(0, 1, (RANKS * ROWS, 4))).astype(np.float32)
+    return (x, z) if labels else x
+
+
+def rank_tables(seed=1) -> list:
+    """Each rank's draws, as indices into its own rows."""
+    g = torch.Generator().manual_seed(seed)
+    return [{"steps": [torch.randint(0, ROWS, (BATCH,), generator=g) for _ in range(SETTINGS["max_iter"])],
+             "evaluation": torch.randperm(ROWS, generator=g)[:EVALUATION],
+             "start": torch.randperm(ROWS, generator=g)[:START]} for _ in range(RANKS)]
+
+
+def union(tables) -> dict:
+    """The one process's draws: the ranks' rows, rank after rank, in the whole data set's indices."""
+    shift = lambda r, t: t + r * ROWS
+    return {"steps": [torch.cat([shift(r, t["steps"][i]) for r, t in enumerate(tables)])
+                      for i in range(SETTINGS["max_iter"])],
+            **{key: torch.cat([shift(r, t[key]) for r, t in enumerate(tables)]) for key in ("evaluation", "start")}}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def launch(data, tables, tmp_path) -> list:
+    """Run the worker in RANKS processes, as torchrun would; their outputs."""
+    env = dict(os.environ, WORLD_SIZE=str(RANKS), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()))
+    outs = [tmp_path / f"rank-{r}.pt" for r in range(RANKS)]
+    procs = [subprocess.Popen([sys.executable, str(WORKER), str(data), str(tables), str(out)],
+                              env=dict(env, RANK=str(r), LOCAL_RANK=str(r)), stderr=subprocess.PIPE, text=True)
+             for r, out in enumerate(outs)]
+    errors = [p.communicate(timeout=600)[1] for p in procs]
+    for p, err in zip(procs, errors):
+        assert p.returncode == 0, err[-3000:]
+    return [torch.load(out) for out in outs]
+
+
+def test_two_processes_fit_as_one_on_the_union_of_their_minibatches(tmp_path):
+    x = blobs()
+    np.save(tmp_path / "x.npy", x)
+    tables = rank_tables()
+    torch.save(tables, tmp_path / "tables.pt")
+    ranks = launch(tmp_path / "x.npy", tmp_path / "tables.pt", tmp_path)
+    one = fit_all(x, union(tables))
+    for learner, fitted in one.items():
+        for name, value in fitted.items():
+            # the ranks hold the same fit, bit for bit
+            assert torch.equal(ranks[0][learner][name], ranks[1][learner][name]), (learner, name)
+            # and it is the one process's fit, up to the order of float32 sums
+            torch.testing.assert_close(ranks[0][learner][name], value, rtol=1e-5, atol=1e-5 * float(value.abs().max()),
+                                       msg=lambda m: f"{learner} {name}: {m}")
+        assert fitted["means"].shape[0] > 2, learner  # a fit that found clusters: the comparison says something
+
+
+def test_torchrun_fits_data_parallel_and_rank_0_reports_on_every_row(tmp_path):
+    x, z = blobs(labels=True)
+    np.save(tmp_path / "x.npy", x)
+    np.savetxt(tmp_path / "z.txt", z, fmt="%d")
+    out = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+                          "-m", "bnpzoo", "fit", "dp-gmm", "--data", str(tmp_path / "x.npy"), "--labels",
+                          str(tmp_path / "z.txt"), "--inference", "natgrad-svi", "--json"],
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    (line,) = [line for line in out.stdout.splitlines() if line.startswith("{")]  # rank 0's, only
+    record = json.loads(line)
+    assert (record["processes"], record["n"], record["k_used"]) == (2, len(x), 6)
+    assert record["nmi"] >= 0.99
+
+
+@pytest.fixture
+def one_rank(monkeypatch):
+    """This process as the one rank of a torchrun launch (a gloo group of one, made on first use)."""
+    for name, value in dict(RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port())).items():
+        monkeypatch.setenv(name, value)
+    yield
+    data_parallel.close_own_group()
+
+
+def test_one_rank_fits_as_one_process(one_rank):
+    x = blobs()
+    for learner in ("sga-fisher", "natgrad-svi"):
+        alone = bnpzoo.DPGMM(inference=learner, random_state=0, max_iter=100).fit(x)
+        ranked = bnpzoo.DPGMM(inference=learner, random_state=0, max_iter=100, data_parallel=True).fit(x)
+        assert torch.equal(alone.means_, ranked.means_) and alone.elbo_trace_ == ranked.elbo_trace_
+
+
+@pytest.mark.parametrize("command", [["fit", "hdp-gd", "--data", "blobs:n=300", "--groups", "GROUPS"],
+                                     ["fit", "coupled-dp", "--data", "digits-bags"],
+                                     ["fit", "dp-gmm", "--data", "blobs:n=300", "--inference", "vmm"],
+                                     ["compare", "--data", "blobs:n=300"]])
+def test_under_torchrun_what_runs_in_one_process_is_refused(one_rank, command, tmp_path, capsys):
+    np.savetxt(tmp_path / "groups.txt", np.arange(300) % 3, fmt="%d")
+    assert main([str(tmp_path / "groups.txt") if a == "GROUPS" else a for a in command]) == 2
+    err = capsys.readouterr().err
+    assert "one process" in err or "needs an SVI learner" in err, err
+
+
+def test_data_parallel_needs_a_process_group_and_an_svi_learner():
+    with pytest.raises(ValueError, match="torchrun"):
+        bnpzoo.DPGMM(inference="svmm", data_parallel=True).fit(blobs()[:200])
+    with pytest.raises(ValueError, match="SVI learner"):
+        bnpzoo.DPGMM(inference="vmm", data_parallel=True).fit(blobs()[:200])
