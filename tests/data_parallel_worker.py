@@ -4,8 +4,9 @@ RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT in the environment.
     python data_parallel_worker.py DATA.npy TABLES.pt OUT.pt
 
 fits every SVI learner on this rank's rows of the memory-mapped DATA with ``data_parallel=True``,
-its minibatches, evaluation rows and K-means sample fixed by TABLES (``fixed_draws``), and saves
-the fitted parameters to OUT.
+its minibatches, evaluation rows and K-means sample fixed by TABLES (``fixed_draws``), and a stream
+of two batches by ``partial_fit`` whose sizes differ between the ranks (random draws, ``"stream"``),
+and saves the fitted parameters to OUT.
 """
 
 import contextlib
@@ -48,5 +49,10 @@ if __name__ == "__main__":
     data, tables, out = sys.argv[1:]
     x = bnpzoo.rank_rows(np.load(data, mmap_mode="r"))
     rank = torch.distributed.get_rank()
-    torch.save(fit_all(x, torch.load(tables)[rank], data_parallel=True), out)
+    fits = fit_all(x, torch.load(tables)[rank], data_parallel=True)
+    stream = bnpzoo.PYPGGM(inference="sga-momentum", batch_size=100, data_parallel=True, **SETTINGS)
+    for batch in (x[:400 + 300 * rank], x[1000:]):  # 4 and 7 steps, then 5: every rank takes the most
+        stream.partial_fit(batch)
+    fits["stream"] = {"means": stream.means_, "steps": torch.tensor(stream.n_iter_)}
+    torch.save(fits, out)
     torch.distributed.destroy_process_group()

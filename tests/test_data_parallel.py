@@ -78,6 +78,8 @@ def test_two_processes_fit_as_one_on_the_union_of_their_minibatches(tmp_path):
             torch.testing.assert_close(ranks[0][learner][name], value, rtol=1e-5, atol=1e-5 * float(value.abs().max()),
                                        msg=lambda m: f"{learner} {name}: {m}")
         assert fitted["means"].shape[0] > 2, learner  # a fit that found clusters: the comparison says something
+    assert torch.equal(ranks[0]["stream"]["means"], ranks[1]["stream"]["means"])
+    assert int(ranks[0]["stream"]["steps"]) == 7 + 5
 
 
 def test_torchrun_fits_data_parallel_and_rank_0_reports_on_every_row(tmp_path):
