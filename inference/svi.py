@@ -141,7 +141,8 @@ def run_svi(
     loss_fn, run = _loss_function(loss), SVIRun()
     validated = is_validation_enabled()
     start, recent = time.perf_counter() if clock_start is None else clock_start, []
-    with tqdm(total=max_iter, disable=not verbose, desc="svi", unit="step") as bar:
+    shown = verbose and data_parallel.rank(data_parallel.group_of(data)) == 0  # one bar for all the ranks
+    with tqdm(total=max_iter, disable=not shown, desc="svi", unit="step") as bar:
         for step in range(max_iter):
             indices = minibatch_indices(data_parallel.rows_here(data), batch_size, data.device)
             with pyro.validation_enabled(validated and step == 0):
