@@ -124,7 +124,7 @@ def run_grouped(model: str, inference: str, corpus, held_out, args, options: dic
         "seconds": round(est.fit_seconds_, 4), "iterations": est.n_iter_, "elbo": None,
         "log_joint": float(est.samples_["log_joint"][:, -1].max()),
         "rhat": round(est.rhat_, 4) if np.isfinite(est.rhat_) else None,
-        "tokens_per_second": round(est.tokens_per_second_), "device": "cpu", "_estimator": est,
+        "tokens_per_second": round(est.tokens_per_second_), "device": "cpu", "dtype": "float64", "_estimator": est,
     }
 
 
@@ -142,9 +142,16 @@ def run_one(model: str, inference: str, dataset, args, options: dict, group=None
         "model": model, "inference": inference, **_scores(dataset, pred),
         "truncation": est.truncation, "perplexity": None, "seconds": round(est.fit_seconds_, 4),
         "iterations": est.n_iter_, "elbo": est.elbo_trace_[-1], "device": args.device or "cpu",
-        "processes": data_parallel.size(group), **extra,
+        "dtype": _fitted_dtype(est), "processes": data_parallel.size(group), **extra,
         "_estimator": est,
     }
+
+
+def _fitted_dtype(est) -> str:
+    """The precision the fit ran in: the ``dtype`` asked for, or float64 where the data sat too far
+    from zero for float32 (``check_array(widen=True)``)."""
+    means = getattr(est, "means_", None)
+    return str(means.dtype if isinstance(means, torch.Tensor) else est._dtype).removeprefix("torch.")
 
 
 def _scores(dataset, pred) -> dict:
@@ -227,7 +234,7 @@ def reference_bgm(dataset, args) -> dict | None:
         pred = bgm.fit(dataset.X).predict(dataset.X)
     return {"model": "sklearn-bgm", "inference": "diag", **_scores(dataset, pred), "truncation": bgm.n_components,
             "perplexity": None, "seconds": round(time.perf_counter() - start, 4), "iterations": int(bgm.n_iter_),
-            "elbo": None, "device": "cpu", "_estimator": bgm}
+            "elbo": None, "device": "cpu", "dtype": str(bgm.means_.dtype), "_estimator": bgm}
 
 
 def cmd_compare(args, extra) -> None:

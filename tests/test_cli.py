@@ -3,6 +3,7 @@
 import json
 import subprocess
 import sys
+from contextlib import nullcontext
 
 import numpy as np
 import pytest
@@ -10,7 +11,7 @@ import pytest
 from bnpzoo.cli import main
 
 FIELDS = {"model", "inference", "data", "n", "d", "truncation", "k_used", "nmi", "acc", "perplexity",
-          "seconds", "iterations", "elbo", "device"}
+          "seconds", "iterations", "elbo", "device", "dtype"}
 
 
 def test_fit_json_line_has_the_design_fields(capsys):
@@ -19,6 +20,17 @@ def test_fit_json_line_has_the_design_fields(capsys):
     assert FIELDS <= record.keys()
     assert record["n"] == 1797 and record["d"] == 64 and record["perplexity"] is None
     assert 0 <= record["nmi"] <= 1 and record["k_used"] >= 1
+
+
+@pytest.mark.parametrize("offset, options, dtype", [(0.0, [], "float32"), (0.0, ["--dtype", "float64"], "float64"),
+                                                    (1e5, [], "float64")], ids=["default", "asked", "widened"])
+def test_the_json_line_names_the_precision_the_fit_ran_in(offset, options, dtype, tmp_path, capsys):
+    """Data 1e5 from zero (1e4 spreads) is fitted in float64 whatever was asked (``check_array(widen=True)``)."""
+    rng = np.random.default_rng(0)
+    np.save(tmp_path / "x.npy", rng.normal(size=(200, 2)) + rng.integers(0, 3, size=(200, 1)) * 10 + offset)
+    with pytest.warns(UserWarning, match="float64") if offset else nullcontext():
+        assert main(["fit", "dp-gmm", "--data", str(tmp_path / "x.npy"), *options, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["dtype"] == dtype
 
 
 @pytest.mark.parametrize("model, learner", [("dp-gmm", "vmm"), ("pyp-ggm", "svmm")])
@@ -54,11 +66,13 @@ def test_fit_with_a_stochastic_learner_and_its_options(capsys):
 
 
 def test_compare_prints_a_table_and_writes_a_figure(tmp_path, capsys):
-    assert main(["compare", "--data", "blobs:n=400,d=2,k=3", "--out", str(tmp_path)]) == 0
+    assert main(["compare", "--data", "blobs:n=400,d=2,k=3", "--iters", "100", "--out", str(tmp_path), "--json"]) == 0
     captured = capsys.readouterr()
     assert "vmm" in captured.out and "vi" in captured.out and "sklearn-bgm" in captured.out  # the reference row
     progress = [line for line in captured.err.splitlines() if line.startswith("[")]
-    assert len(progress) == captured.out.count("\n") - 3  # one line per fit: rows minus title, header, figure
+    records = json.loads(captured.out.strip().splitlines()[-1])
+    assert len(progress) == len(records) == captured.out.count("\n") - 4  # rows: minus title, header, figure, JSON
+    assert all(FIELDS <= record.keys() for record in records)
     assert (tmp_path / "compare-blobs.png").stat().st_size > 10_000
 
 
