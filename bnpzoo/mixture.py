@@ -98,7 +98,9 @@ SHARED_PARAMETERS = """
     batch_size : minibatch size of the SVI learners (None: full batch for vi, min(N, 1000) for
         the papers' learners).
     learning_rate : the step eta of the SVI learner (None: its default, ``mixture_session.LEARNERS``:
-        Adam 0.05 for vi, 0.1 for sga-fisher as in [DPM-SGA], 0.01 for svmm). For sga,
+        Adam 0.05 for vi, 0.1 for sga-fisher as in [DPM-SGA], 0.02 for svmm). vi and svmm move
+        each coordinate by about eta whatever its gradient, so their eta for the means is in units
+        of the component's standard deviation, one per feature. For sga,
         sga-momentum, svmm-mgrad and svmm-grad, whose steps scale with the gradient, eta is in the
         units of ``bnpzoo.mixture``'s docstring (eta = 1 is a Newton step for a cluster of weight
         1 / K). svmm-grad is then the same rule as sga ([PYPM-sVMM]'s case 1 is [DPM-SGA]'s

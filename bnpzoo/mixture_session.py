@@ -8,8 +8,14 @@ that needs a closed form the family lacks refuses. A session keeps its own Pyro 
 and optimizer state, so ``partial_fit`` can resume it on the next batch while other estimators
 use Pyro in between; ``state_dict`` / ``load_state_dict`` carry that state through ``save`` and
 ``load`` (or a pickle), so a resumed stream continues bitwise as the uninterrupted one.
+
+A session's first run scores the bound at its start too, and warns when the steps took it far
+below that (``overshoot``): a step too large for the data can collapse the clusters into one and
+climb back to a finite bound, where no divergence error fires (``vi`` at learning rate 1 on the
+digits: the bound fell to -9.4e4 from -5.6e4 and ended at one cluster).
 """
 
+import warnings
 from dataclasses import dataclass
 
 import pyro
@@ -38,7 +44,8 @@ class Learner:
 
 
 LEARNERS = {
-    "vi": Learner("chosen", 0.05, lambda lr, unit, board: pyro.optim.Adam({"lr": lr})),
+    "vi": Learner("chosen", 0.05, lambda lr, unit, board: seed_optim.adam(lr, lr_scale=unit),
+                  unit="normalised"),
     "sga": Learner("map", 0.1, lambda lr, unit, board: seed_optim.sga(lr, lr_scale=unit), unit="gradient"),
     "sga-momentum": Learner("map", 0.02, lambda lr, unit, board: seed_optim.sga_momentum(lr, lr_scale=unit),
                             unit="gradient"),
@@ -99,7 +106,7 @@ class StochasticSession:
         self.n_clusters = init_means.shape[0]
         self.model_kwargs = dict(model_kwargs, truncation=self.n_clusters)
         self.board = seed_optim.FisherBoard()
-        lr = learning_rate if learning_rate is not None else spec.learning_rate
+        lr = self.learning_rate = learning_rate if learning_rate is not None else spec.learning_rate
         # step units. The rules whose step scales with g: g of a cluster of weight pi_k is about
         # pi_k I (mean - mu_k) for its mean, I the location's Fisher information per feature, and
         # about pi_k for its logit stick; with eta in these units eta = 1 is a Newton step at
@@ -111,7 +118,7 @@ class StochasticSession:
         self.information = family.location_information(prior["std"]).to(init_means)
         self.unit = spec.unit
         units = {"gradient": {"mu_map": self.n_clusters / self.information, "v_map": float(self.n_clusters)},
-                 "normalised": {"mu_map": self.information.rsqrt(), "v_map": 1.0}}
+                 "normalised": {"mu_map": self.information.rsqrt(), "mu_loc": self.information.rsqrt(), "v_map": 1.0}}
         self.optim = spec.make_optim(lr, units.get(spec.unit), self.board)
         self.fisher = spec.needs == "fisher"
         init_sticks = update_sticks(init_counts, **self.sticks_prior)
@@ -125,6 +132,7 @@ class StochasticSession:
         self.loss = self._natural_loss if self.kind == "natural" else ("map" if self.hard else "enum")
         self.store_state = None
         self.rng, self.restore_rng = None, False  # the RNG states at the end of the last run
+        self.started = False  # whether a run has scored the start's bound (``overshoot``)
 
     def _variances(self):
         """tau_k^2 of the means' factors at the current counts, or None without ``occam``."""
@@ -187,6 +195,15 @@ class StochasticSession:
         self.eval_counts, scale = owners, self.data.shape[0] / float(rows)
         bound = data_sum * scale + self.log_prior(means, sticks, variances, n_clusters=self.n_clusters, **self.prior)
         self.counts = soft * scale  # the factors' counts for the next window
+        return bound
+
+    def _start_bound(self) -> float:
+        """The bound at the start, on this run's evaluation rows; the factors' counts stay the
+        start's, so the steps run as they would without it."""
+        counts, self.started = self.counts, True
+        with torch.no_grad():
+            bound = float(self._evaluate())
+        self.counts = counts
         return bound
 
     def _reorganise(self):
@@ -253,6 +270,7 @@ class StochasticSession:
         x = self.data = data_parallel.shard(mapped.rows(x), group)  # a mapped x: minibatches read from its file
         self.eval_batch = x[evaluation_indices(data_parallel.rows_here(x), self.eval_size, x.device)]
         reorganise = self._reorganise if self.kind in ("map", "natural") else None
+        start_bound = None if self.started else self._start_bound()
         total, remaining = SVIRun(), max_iter
         while remaining > 0:
             steps = min(remaining, self.pruning_steps) if self.pruning_steps else remaining
@@ -273,8 +291,25 @@ class StochasticSession:
                 self.pruning_steps = 0
                 self.prior["prior_precision"] = self.model_kwargs["prior_precision"] = self.final_precision
                 self.phase_starts.append(self.evaluations)
+        if start_bound is not None:
+            overshoot(start_bound, total.elbo_trace, self.learning_rate)
         self.estimates = guides.point_estimates(self.kind, self.prior["std"])
         self.data = self.batch = self.eval_batch = None  # the next run brings its own (and x's file closes)
         self.store_state = store.get_state()
         self.rng = get_rng_state()
         return total
+
+
+def overshoot(start_bound: float, trace: list, learning_rate: float | None) -> None:
+    """A UserWarning when the bound fell during the steps more than half its start's magnitude
+    below the start. At the default steps no fit came near: on digits, iris, wine, breast cancer
+    (standardised) and blobs, every learner's lowest bound was at or above its start; the wrecked
+    fits on digits (one or two clusters, NMI 0 to 0.11, at 10 to 5e5 times the default learning
+    rates) had lowest bounds 1.5 to 5e7 times the start's."""
+    lowest = min(trace)
+    if start_bound - lowest <= 0.5 * abs(start_bound):
+        return
+    advice = f"lower learning_rate (it was {learning_rate:g})" if learning_rate is not None else "try another seed"
+    warnings.warn(f"the bound fell from {start_bound:.4g} at the start to {lowest:.4g} during the steps and ended at "
+                  f"{trace[-1]:.4g}: the steps overshot, and the fit may have merged its clusters; {advice}",
+                  stacklevel=2)

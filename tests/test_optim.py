@@ -154,6 +154,7 @@ def test_carry_state_keeps_the_rows_of_kept_clusters():
 
 
 @pytest.mark.parametrize("make", [lambda p, lr: optim.SGA(p, lr=lr), lambda p, lr: optim.SGAMomentum(p, lr=lr),
+                                  lambda p, lr: optim.Adam(p, lr=lr),
                                   lambda p, lr: optim.SVMM(p, lr=lr, direction="fisher"),
                                   lambda p, lr: optim.SVMM(p, lr=lr, direction="momentum")])
 def test_a_step_per_feature_equals_separate_steps_per_feature(make):
@@ -172,3 +173,17 @@ def test_a_step_per_feature_equals_separate_steps_per_feature(make):
             (0.5 * (params - goal) ** 2).sum().backward()
             opt.step()
     assert torch.allclose(together.detach(), torch.cat([p.detach() for p in apart]))
+
+
+def test_adam_takes_torchs_adam_steps():
+    """vi's rule is Adam: with one lr for all coordinates, the path of ``torch.optim.Adam``."""
+    a, c = _quadratic()
+    ours, torchs = (torch.zeros(3, requires_grad=True) for _ in range(2))
+    runs = [(optim.Adam([ours], lr=0.1), ours), (torch.optim.Adam([torchs], lr=0.1), torchs)]
+    for _ in range(300):
+        for opt, theta in runs:
+            opt.zero_grad()
+            (0.5 * a * (theta - c) ** 2).sum().backward()
+            opt.step()
+        assert torch.allclose(ours, torchs, rtol=1e-5, atol=1e-6)
+    assert (ours.detach() - c).abs().max() < 0.05

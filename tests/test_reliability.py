@@ -84,6 +84,21 @@ def test_a_learning_rate_for_a_learner_without_one_is_refused(inference):
         DPGMM(inference=inference, learning_rate=0.1).fit(X)  # it was silently ignored
 
 
+@pytest.mark.parametrize("inference, rate", [("vi", 1e4), ("sga-momentum", 1.0), ("svmm", 10.0)])
+def test_steps_that_overshoot_into_a_collapsed_fit_warn(inference, rate):
+    """Too large a step merges the digits' clusters and climbs back to a finite bound, where no
+    divergence error fires (vi at 1e4: one cluster); the default step fits without the warning."""
+    from bnpzoo.data import digits
+    from bnpzoo.metrics import nmi
+
+    data = digits()
+    with pytest.warns(UserWarning, match=rf"overshot.*lower learning_rate \(it was {rate:g}\)"):
+        wrecked = DPGMM(inference=inference, learning_rate=rate, max_iter=200, random_state=0).fit(data.X)
+    default = DPGMM(inference=inference, max_iter=200, random_state=0).fit(data.X)  # a warning here is an error
+    scores = [nmi(data.labels, est.predict(data.X)) for est in (wrecked, default)]
+    assert scores[0] < 0.3 < 0.6 < scores[1], scores  # what the warning is about
+
+
 @pytest.mark.parametrize("seed", [np.int64(3), np.uint32(7), 2**32 - 1])
 def test_seeds_take_numpy_integers_and_the_full_32_bit_range(seed):
     a, b = DPGMM(random_state=seed).fit(X), DPGMM(random_state=int(seed)).fit(X)
