@@ -98,7 +98,8 @@ class Adam(ElementwiseAscent):
     It moves every coordinate by about ``lr`` whatever its gradient's scale, so a step in the
     data's units needs an ``lr`` per feature (``lr_scale``), which ``torch.optim.Adam`` does not
     take: with one lr for all, features of spread 1e-8 beside features of spread 0.2 (proportions
-    of a histogram) took steps of 1e8 of their spreads, and ``vi`` collapsed into one cluster."""
+    of a histogram) took steps of 1e8 of their spreads, and ``vi`` collapsed into one or two
+    clusters (``benchmarks/reports/vi_step.md``)."""
 
     def __init__(self, params, lr=0.05, betas=(0.9, 0.999), eps=1e-8):
         super().__init__(params, dict(lr=lr, betas=betas, eps=eps))
