@@ -9,10 +9,10 @@ and optimizer state, so ``partial_fit`` can resume it on the next batch while ot
 use Pyro in between; ``state_dict`` / ``load_state_dict`` carry that state through ``save`` and
 ``load`` (or a pickle), so a resumed stream continues bitwise as the uninterrupted one.
 
-A session's first run scores the bound at its start too, and warns when the steps took it far
-below that (``overshoot``): a step too large for the data can collapse the clusters into one and
-climb back to a finite bound, where no divergence error fires (``vi`` at learning rate 1e4 on the
-digits: NMI below 0.3, ``tests/test_reliability.py``).
+A session's first run (not one resumed from a saved state) scores the bound at its start too,
+and warns when the steps took it far below that (``overshoot``): a step too large for the data
+can collapse the clusters into one and climb back to a finite bound, where no divergence error
+fires (``vi`` at learning rate 1e4 on the digits: NMI below 0.3, ``tests/test_reliability.py``).
 """
 
 import warnings
@@ -117,8 +117,9 @@ class StochasticSession:
         # so no feature's units set the pace.
         self.information = family.location_information(prior["std"]).to(init_means)
         self.unit = spec.unit
+        std = self.information.rsqrt()
         units = {"gradient": {"mu_map": self.n_clusters / self.information, "v_map": float(self.n_clusters)},
-                 "normalised": {"mu_map": self.information.rsqrt(), "mu_loc": self.information.rsqrt(), "v_map": 1.0}}
+                 "normalised": {"mu_map": std, "mu_loc": std, "v_map": 1.0}}
         self.optim = spec.make_optim(lr, units.get(spec.unit), self.board)
         self.fisher = spec.needs == "fisher"
         init_sticks = update_sticks(init_counts, **self.sticks_prior)
@@ -132,7 +133,6 @@ class StochasticSession:
         self.loss = self._natural_loss if self.kind == "natural" else ("map" if self.hard else "enum")
         self.store_state = None
         self.rng, self.restore_rng = None, False  # the RNG states at the end of the last run
-        self.started = False  # whether a run has scored the start's bound (``overshoot``)
 
     def _variances(self):
         """tau_k^2 of the means' factors at the current counts, or None without ``occam``."""
@@ -178,10 +178,11 @@ class StochasticSession:
                                       prior_precision=self.prior["prior_precision"], **self.sticks_prior)
         return sum(0.5 * ((q[key] - target[key]) ** 2).sum() for key in q)
 
-    def _evaluate(self):
-        """The bound at the point estimates on the fixed evaluation minibatch, scaled to N:
-        (N / M) sum_n ln sum_k pi_k f(x_n | mu_k) + ln p(mu) + ln p_u(v) ([PYPM-sVMM] eq. (22)-(23)
-        with z summed out; the same number for every learner, so their traces compare)."""
+    def _score(self):
+        """(bound, owners, soft counts), the last two scaled to N, at the point estimates on the
+        fixed evaluation minibatch: the bound is (N / M) sum_n ln sum_k pi_k f(x_n | mu_k) + ln p(mu)
+        + ln p_u(v) ([PYPM-sVMM] eq. (22)-(23) with z summed out; the same number for every learner,
+        so their traces compare)."""
         means, sticks, _ = guides.point_estimates(self.kind, self.prior["std"])
         variances = self._variances()
         scores = self._table(self.eval_batch, means, sticks, variances)
@@ -192,18 +193,14 @@ class StochasticSession:
         data_sum, owners, soft, rows = data_parallel.all_sum(
             [torch.logsumexp(scores, 1).sum(), owners, torch.softmax(scores, 1).sum(0),
              torch.tensor(float(scores.shape[0]))], data_parallel.group_of(self.data))
-        self.eval_counts, scale = owners, self.data.shape[0] / float(rows)
+        scale = self.data.shape[0] / float(rows)
         bound = data_sum * scale + self.log_prior(means, sticks, variances, n_clusters=self.n_clusters, **self.prior)
-        self.counts = soft * scale  # the factors' counts for the next window
-        return bound
+        return bound, owners, soft * scale
 
-    def _start_bound(self) -> float:
-        """The bound at the start, on this run's evaluation rows; the factors' counts stay the
-        start's, so the steps run as they would without it."""
-        counts, self.started = self.counts, True
-        with torch.no_grad():
-            bound = float(self._evaluate())
-        self.counts = counts
+    def _evaluate(self):
+        """``run_svi``'s evaluation: the bound; it keeps the owners for ``_reorganise`` and the soft
+        counts as the factors' counts for the next window."""
+        bound, self.eval_counts, self.counts = self._score()
         return bound
 
     def _reorganise(self):
@@ -259,7 +256,8 @@ class StochasticSession:
         from ``clock_start`` (``time.perf_counter()``; default: now). ``group``: the process group of
         a data-parallel fit, x this rank's rows (``inference.data_parallel``)."""
         store = pyro.get_param_store()
-        if self.store_state is None:
+        fresh = self.store_state is None  # the session's first run: the start's bound is scored
+        if fresh:
             store.clear()
             pyro.poutine.block(self.guide)(x, **self.model_kwargs)  # create the parameters
         else:
@@ -270,7 +268,9 @@ class StochasticSession:
         x = self.data = data_parallel.shard(mapped.rows(x), group)  # a mapped x: minibatches read from its file
         self.eval_batch = x[evaluation_indices(data_parallel.rows_here(x), self.eval_size, x.device)]
         reorganise = self._reorganise if self.kind in ("map", "natural") else None
-        start_bound = None if self.started else self._start_bound()
+        if fresh:
+            with torch.no_grad():
+                start_bound = float(self._score()[0])
         total, remaining = SVIRun(), max_iter
         while remaining > 0:
             steps = min(remaining, self.pruning_steps) if self.pruning_steps else remaining
@@ -291,7 +291,7 @@ class StochasticSession:
                 self.pruning_steps = 0
                 self.prior["prior_precision"] = self.model_kwargs["prior_precision"] = self.final_precision
                 self.phase_starts.append(self.evaluations)
-        if start_bound is not None:
+        if fresh:
             overshoot(start_bound, total.elbo_trace, self.learning_rate)
         self.estimates = guides.point_estimates(self.kind, self.prior["std"])
         self.data = self.batch = self.eval_batch = None  # the next run brings its own (and x's file closes)
