@@ -29,7 +29,7 @@ import torch
 
 from bnpzoo._validation import SEED, Interval, OneOf, batch_features, check_array, is_stream
 from bnpzoo.base import MixtureEstimator
-from bnpzoo.families import TracedFamily
+from bnpzoo.families import ComponentPrior, TracedFamily
 from bnpzoo.inference import data_parallel
 from bnpzoo.inference.kmeans import kmeans, nearest_centres
 from bnpzoo.inference.sticks import sort_by_size
@@ -135,7 +135,7 @@ SHARED_PARAMETERS = """
     call's parameters and optimizer state; each batch stands in for the data set (N = len(X)). X may
     be a stream of batches (a generator, a DataLoader): one such pass per batch.
 """
-FITTED = ("means_", "sticks_", "weights_", "n_clusters_", "scale_", "elbo_trace_", "phase_starts_", "converged_",
+FITTED = ("means_", "components_", "sticks_", "weights_", "n_clusters_", "scale_", "elbo_trace_", "phase_starts_", "converged_",
           "n_iter_", "counts_", "n_features_in_", "fit_seconds_", "mean_scale_", "stick_concentration_",
           "elbo_seconds_")
 
@@ -160,25 +160,29 @@ class StickMixture(MixtureEstimator):
         start = time.perf_counter()
         if self.random_state is not None:
             pyro.set_rng_seed(int(self.random_state) + data_parallel.rank(group))
+        self._resolve(x)
+        family = self._family()
         if self.inference == "vmm":
-            family = self._family()
             check_closed_form("vmm", "vmm", family)
             init_means, labels, self.scale_, prior_mean = self._start(x, self._start_sample(x, KMEANS_SAMPLE),
                                                                       label_all=True)
-            fit = fit_vmm(x, init_means, labels, std=self.scale_, hard=self._hard_assignments(),
-                          prior_mean=prior_mean, prior_precision=self.prior_precision,
-                          pruning_precision=self._pruning_precision(), max_iter=self.max_iter, tol=self.tol,
-                          prune_threshold=self.prune_threshold, split_moves=self.split_moves, verbose=self.verbose,
+            prior = self._component_prior(x, prior_mean, self.scale_)
+            learned = family.covariance not in ("fixed", None)
+            fit = fit_vmm(x, labels, init_means.shape[0], family=family, prior=prior,
+                          hard=self._hard_assignments(), pruning_precision=self._pruning_precision(),
+                          max_iter=self.max_iter, tol=self.tol, prune_threshold=self.prune_threshold,
+                          split_moves=self.split_moves, merge_moves=learned, verbose=self.verbose,
                           clock_start=start, **self._stick_prior())
-            means, sticks, scale, trace, seconds = fit.means, fit.sticks, None, fit.objective_trace, fit.seconds
+            point, sticks, scale, trace, seconds = fit.point, fit.sticks, None, fit.objective_trace, fit.seconds
             n_iter, converged = fit.n_iter, fit.converged
             self.phase_starts_ = fit.phase_starts
         else:
             self._session = None
             run = self._run_session(x, self.max_iter, start)
             (means, sticks, scale), trace, seconds = self._session.estimates, run.elbo_trace, run.seconds
+            point = {"means": means, "std": self.scale_}
             n_iter, converged = run.n_iter, run.converged
-        self._record(x, means, sticks, scale, trace, seconds, n_iter, converged, start)
+        self._record(x, point, sticks, scale, trace, seconds, n_iter, converged, start)
         return self
 
     @fit_threads
@@ -210,11 +214,13 @@ class StickMixture(MixtureEstimator):
             self._session, self._saved_session = self._restore_session(self._saved_session), None
         if getattr(self, "_session", None) is None and self.random_state is not None:
             pyro.set_rng_seed(int(self.random_state) + data_parallel.rank(group))
+        if fitted is None:
+            self._resolve(x)
         passes_here = -(-x.shape[0] // self._batch_size(x.shape[0]))
         run = self._run_session(x, int(data_parallel.largest(passes_here, group)), start)
         means, sticks, scale = self._session.estimates
         previous = getattr(self, "elbo_trace_", [])
-        self._record(x, means, sticks, scale, previous + run.elbo_trace,
+        self._record(x, {"means": means, "std": self.scale_}, sticks, scale, previous + run.elbo_trace,
                      getattr(self, "elbo_seconds_", []) + run.seconds, getattr(self, "n_iter_", 0) + run.n_iter,
                      run.converged, start)
         return self
@@ -229,6 +235,29 @@ class StickMixture(MixtureEstimator):
             raise ValueError(f"the component scale has {std.numel()} entries but X has {x.shape[1]} features; "
                              "give one number or one per feature")
         return std.expand(x.shape[1]).clone()
+
+    def _resolve(self, x) -> None:
+        """Settle what depends on the data's shape before the fit (``DPGMM``: the covariance)."""
+
+    def _component_prior(self, x, prior_mean, std) -> ComponentPrior:
+        """The clusters' prior: locations centred on the data's mean with ``prior_precision``
+        pseudo-samples. The fixed family's spread is diag(std^2), the scale of the module docstring;
+        a learned spread's prior guess Sigma0 is the data's covariance (or diag(std^2) for a scale
+        the user gave), worth D samples (the least degrees of freedom of a proper Wishart, as
+        scikit-learn's default). The K-means cells' scale as Sigma0 left three 1-D clusters of 30,000
+        rows in 7 pieces (NMI 0.69) and diagonal clusters in 10-D in 21 (``reports/families.md``)."""
+        learned = self._family().covariance not in ("fixed", None)
+        covariance = torch.diag(std**2)
+        if learned and self._given_scale() is None:
+            gram = x.new_zeros(x.shape[1], x.shape[1], dtype=torch.float64)
+            for rows in passes(x, x.shape[1]):
+                centred = (x[rows] - prior_mean).double()
+                gram += centred.T @ centred
+            covariance = (gram / max(x.shape[0] - 1, 1)).to(x.dtype)
+            floor = covariance.diagonal().mean() * 1e-6 + torch.finfo(x.dtype).tiny  # constant features
+            covariance = covariance + torch.diag(floor.expand(x.shape[1]))
+        return ComponentPrior(mean=prior_mean, mean_precision=float(self.prior_precision), covariance=covariance,
+                              dof=float(x.shape[1]))
 
     def _group(self):
         """The process group of a data-parallel fit, or None."""
@@ -285,8 +314,9 @@ class StickMixture(MixtureEstimator):
     def _hard_assignments(self) -> bool:
         """The papers' MAP assignments ([DPM-SGA] eq. (15), [PYPM-sVMM] eq. (20)) unless asked
         otherwise; vi and natgrad-svi sum them out."""
-        if self.assignment is None:
-            return self.inference not in ("vi", "natgrad-svi")
+        if self.assignment is None:  # soft for a learned spread: hard VB cuts overlapping clusters apart
+            learned = self._family().covariance not in ("fixed", None)
+            return self.inference not in ("vi", "natgrad-svi") and not learned
         if self.inference == "sga-fisher" and self.assignment == "soft":
             # F collects r_nk^2 while g collects r_nk: diffuse clusters get steps of order 1 / r_nk
             raise ValueError("assignment='soft' does not suit sga-fisher: its per-sample Fisher needs "
@@ -358,9 +388,9 @@ class StickMixture(MixtureEstimator):
         session.load_state_dict(state)
         return session
 
-    def _record(self, x, means, sticks, scale, trace, seconds, n_iter, converged, start):
+    def _record(self, x, point, sticks, scale, trace, seconds, n_iter, converged, start):
         self.n_features_in_ = x.shape[1]
-        self._finalise(x, means, sticks, scale)
+        self._finalise(x, point, sticks, scale)
         self.elbo_trace_, self.elbo_seconds_ = [float(v) for v in trace], [float(v) for v in seconds]
         if self.inference != "vmm":
             self.phase_starts_ = list(self._session.phase_starts)
@@ -368,20 +398,23 @@ class StickMixture(MixtureEstimator):
         self.fit_seconds_ = time.perf_counter() - start
         self._check_finite(bound=self.elbo_trace_, means=self.means_, weights=self.weights_, scale=self.scale_)
 
-    def _finalise(self, x, means, sticks, scale):
+    def _finalise(self, x, point, sticks, scale):
         """Order clusters by weight and keep those that own a training sample ([PYPM-sVMM] V.D); in a
-        data-parallel fit, a sample of any rank."""
-        family, group = self._family(), self._group()
+        data-parallel fit, a sample of any rank. ``point`` holds the family's point estimates
+        (``means`` and, for a learned spread, the clusters' precisions)."""
+        family, group, means = self._family(), self._group(), point["means"]
         log_w = stick_breaking_log_weights(sticks)
         owners = torch.zeros(means.shape[0], dtype=torch.long, device=x.device)
         for rows in passes(x, means.shape[0]):
-            owners += torch.bincount((log_w + family.log_density(x[rows], means, self.scale_)).argmax(1),
+            owners += torch.bincount((log_w + family.log_density(x[rows], point)).argmax(1),
                                      minlength=means.shape[0])
         (owners,) = data_parallel.all_sum([owners], group)
         order = torch.argsort(log_w, descending=True)
         keep = order[owners[order] > 0]
         weights = log_w[keep].exp()
         self.means_, self.weights_, self.n_clusters_ = means[keep], weights / weights.sum(), int(keep.numel())
+        # the learned spreads, one per cluster ({} for a fixed scale)
+        self.components_ = {name: value[keep] for name, value in point.items() if name not in ("means", "std")}
         self.sticks_ = weights_to_sticks(self.weights_)
         # renormalising the kept weights shifts every column alike: the softmax is unchanged
         self.counts_ = x.new_zeros(self.n_clusters_)
@@ -392,8 +425,12 @@ class StickMixture(MixtureEstimator):
         # the Laplace approximation at the point estimate, precision N_k I + lambda0 / std^2 per
         # feature (the conjugate factor N(mean_k, std^2 / (N_k + lambda0)) for the Gaussian), and
         # the sticks' conjugate factors q(v_k) = Beta(a_k + N_k, b_k + N_{>k})
-        information = family.location_information(self.scale_).to(x) * torch.ones_like(self.means_)
-        laplace = (self.counts_[:, None] * information + self._prior_precision() / self.scale_**2).rsqrt()
+        if self.components_:  # the conjugate factor's spread of the mean, Sigma_k / (N_k + kappa0) per feature
+            variances = self._variances()
+            laplace = (variances / (self.counts_[:, None] + self._prior_precision())).sqrt()
+        else:
+            information = family.location_information(self.scale_).to(x) * torch.ones_like(self.means_)
+            laplace = (self.counts_[:, None] * information + self._prior_precision() / self.scale_**2).rsqrt()
         self.mean_scale_ = scale[keep] if scale is not None else laplace
         self.stick_concentration_ = torch.stack(conjugate_sticks(self.counts_, **self._stick_prior()))
 
@@ -407,28 +444,55 @@ class StickMixture(MixtureEstimator):
         return self._family().pruning_precision if given is None else given
 
     # -- the fitted model ----------------------------------------------------------------------
+    def _point(self) -> dict:
+        """The fitted clusters' point estimates, as the family's ``log_density`` takes them."""
+        if getattr(self, "components_", None):
+            return {"means": self.means_, **self.components_}
+        return {"means": self.means_, "std": self.scale_}
+
+    def _variances(self) -> torch.Tensor:
+        """Each fitted cluster's variance per feature, (K, D)."""
+        covariances = self.covariances_
+        if covariances.ndim == 3:
+            return covariances.diagonal(dim1=-2, dim2=-1)
+        return covariances if covariances.ndim == 2 else covariances[:, None].expand_as(self.means_)
+
+    @property
+    def covariances_(self) -> torch.Tensor:
+        """The clusters' covariances at the fitted precisions, in scikit-learn's shapes: (K, D, D)
+        full, (K, D) diag and fixed, (K,) spherical."""
+        self._check_fitted()
+        if not self.components_:
+            return (self.scale_**2).expand_as(self.means_).clone()
+        return self._family().covariances(self._point())
+
     def _logits(self, x, out=None):
-        """The log joint table up to a constant per row. Gaussian components: ln pi_k -
-        sum_d mu_kd^2 / (2 std_d^2) + sum_d x_nd mu_kd / std_d^2, one matrix product and one add."""
-        if getattr(self._family(), "rho", None) != 2.0:
+        """The log joint table up to a constant per row. Gaussian components of a fixed scale: ln pi_k
+        - sum_d mu_kd^2 / (2 std_d^2) + sum_d x_nd mu_kd / std_d^2, one matrix product and one add."""
+        if getattr(self._family(), "rho", None) != 2.0 or self.components_:
             return super()._logits(x, out)
         var = self.scale_**2
         bias = self.weights_.log() - (self.means_ * self.means_ / var).sum(1) / 2
         return torch.mm(x, (self.means_ / var).T, out=out).add_(bias)
 
     def _log_joint_table(self, x):
-        return self.weights_.log() + self._family().log_density(x, self.means_, self.scale_)
+        return self.weights_.log() + self._family().log_density(x, self._point())
 
     def _posterior_draws(self, num_draws, rng):
         as_tensor = lambda a: torch.as_tensor(a, dtype=self.means_.dtype, device=self.means_.device)
         noise = as_tensor(rng.standard_normal((num_draws,) + tuple(self.means_.shape)))
         c1, c0 = self.stick_concentration_.cpu().double().numpy()
         sticks = as_tensor(rng.beta(c1, c0, size=(num_draws, c1.size)))
-        return {"v": sticks, "mu": self.means_ + self.mean_scale_ * noise,
-                "weights": stick_breaking_log_weights(sticks).exp()}
+        draws = {"v": sticks, "mu": self.means_ + self.mean_scale_ * noise,
+                 "weights": stick_breaking_log_weights(sticks).exp()}
+        if self.components_:  # the program's site: the clusters' precisions, held at their fitted values
+            precision = self._family().precision(self._point())
+            draws["precision"] = precision.expand((num_draws,) + tuple(precision.shape))
+        return draws
 
     def _draw_log_likelihood(self, x, draw):
-        return torch.logsumexp(draw["weights"].log() + self._family().log_density(x, draw["mu"], self.scale_), 1)
+        point = dict(self._point(), means=draw["mu"])
+        return torch.logsumexp(draw["weights"].log() + self._family().log_density(x, point), 1)
 
 
 class MixtureSVI(StickMixture):

@@ -95,6 +95,26 @@ def generalized_gaussian_log_density(x: torch.Tensor, means: torch.Tensor, std, 
     return log_norm - torch.cdist(x / s, means / s, p=rho).pow(rho)
 
 
+def diagonal_gaussian_log_density(x: torch.Tensor, means: torch.Tensor, precisions: torch.Tensor) -> torch.Tensor:
+    """ln N(x_n | mu_k, diag(1 / P_k)) for all pairs, (N, K), with a precision per cluster and feature
+    (``precisions`` (K, D)): three matrix products, sum_d P_kd (x_nd^2 - 2 x_nd mu_kd + mu_kd^2)."""
+    quadratic = (x * x) @ precisions.T - 2 * x @ (precisions * means).T + (precisions * means * means).sum(1)
+    return 0.5 * (precisions.log().sum(1) - x.shape[-1] * math.log(2 * math.pi) - quadratic)
+
+
+def full_gaussian_log_density(x: torch.Tensor, means: torch.Tensor, precision_factor: torch.Tensor) -> torch.Tensor:
+    """ln N(x_n | mu_k, (F_k F_k^T)^-1) for all pairs, (N, K), from triangular square roots F_k of the
+    precisions (``precision_factor`` (K, D, D), F_k F_k^T = Lambda_k): |F_k^T (x_n - mu_k)|^2 through
+    one matrix product per cluster, (x - mu_k) F_k, and ln |Lambda_k| / 2 from the factor's diagonal.
+    Never an N x K x D tensor."""
+    out = x.new_empty(x.shape[0], means.shape[0])
+    half_log_det = precision_factor.diagonal(dim1=-2, dim2=-1).abs().log().sum(-1)
+    for k in range(means.shape[0]):
+        projected = (x - means[k]) @ precision_factor[k]
+        out[:, k] = -0.5 * projected.pow(2).sum(1)
+    return out + (half_log_det - 0.5 * x.shape[-1] * math.log(2 * math.pi))
+
+
 def softmax_(table: torch.Tensor) -> torch.Tensor:
     """Row-wise softmax in place (no temporaries the size of ``table``); returns ``table``.
 

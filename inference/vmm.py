@@ -1,20 +1,23 @@
-"""Batch variational maximisation-maximisation (the "MM" learner) for a Gaussian stick-breaking mixture.
+"""Batch variational maximisation-maximisation (the "MM" learner) for a stick-breaking mixture of
+any conjugate component family (``bnpzoo.families``).
 
 [DPM-SGA] eq. (5), [PYPM-sVMM] Algorithm 1: every variational log-posterior (VLP) is replaced by
 its MAP, E[z] <- argmax ln q(z), E[theta] <- argmax ln q(theta), one coordinate at a time:
 
-    step 1  E[z_nk]: argmax_k ln E[pi_k] + E_q[ln N(x_n | mu_k, diag(std^2))]    [DPM-SGA] eq. (15)
+    step 1  E[z_nk]: argmax_k ln E[pi_k] + E_q[ln f(x_n | theta_k)]           [DPM-SGA] eq. (15)
             (or, as an option, soft responsibilities: the softmax of the same scores)
     step 2  clusters reordered by size and dead ones pruned                      [PYPM-sVMM] V.D
-    step 3  E[mu_k]: the zero of eq. (12), (sum_n E[z_nk] x_n + lambda0 m0) / (N_k + lambda0),
-            and q(mu_k)'s variance std^2 / (N_k + lambda0) (``inference.mean_factors``)
+    step 3  q(theta_k): the family's conjugate factor from the clusters' statistics, whose mode
+            for the fixed-scale Gaussian is the zero of eq. (12), (sum_n E[z_nk] x_n + lambda0 m0)
+            / (N_k + lambda0); for the learned covariances the Normal-Wishart (Normal-Gamma)
+            update of Bishop's PRML eq. (10.60)-(10.63)
     step 4  E[v_k]: Dirichlet- or Pitman-Yor sticks, ``sticks.update_sticks``  [PYPM-sVMM] eq. (21)
 
-Departure in step 1: the expectation under q(mu_k) rather than ln N at its mean; it adds the
-Occam penalty D / (2 (N_k + lambda0)) of ``inference.mean_factors``.
+Departure in step 1: the expectation under q(theta_k) rather than ln f at its mode; for the
+fixed-scale Gaussian it adds the Occam penalty D / (2 (N_k + lambda0)) of ``inference.mean_factors``.
 
-The objective is the bound with hard assignments, E_q ln p(x, E[z] | mu) + ln p_u(E[v]) -
-KL(q(mu) || p(mu)), and with soft ones its maximum over the responsibilities (z summed out, as in
+The objective is the bound with hard assignments, E_q ln p(x, E[z] | theta) + ln p_u(E[v]) -
+KL(q(theta) || p(theta)), and with soft ones its maximum over the responsibilities (z summed out, as in
 EM); u = logit v (``inference.sticks`` says why the sticks are taken in that coordinate).
 Clusters that pruning removed sit at their prior, so the objective of K clusters stays comparable
 after pruning. Steps 1, 3 and 4 each maximise it in one block given the others.
@@ -28,7 +31,8 @@ and 4 without it. The objective then never decreases, for every alpha and discou
 
 Pruning phase. A prior that pulls every mean toward the data mean prunes the clusters K-means
 split off (their means move, and their members leave), but biases large clusters' means by a
-fraction lambda0 / (N_k + lambda0). With ``pruning_precision`` above ``prior_precision`` the
+fraction lambda0 / (N_k + lambda0) (and, for the learned covariances, widens the clusters a far
+mean is pulled from). With ``pruning_precision`` above ``prior_precision`` the
 iterations run to convergence under the stronger prior first, then continue under the model's
 own: the clusters pruned in the first phase stay pruned, and the means end at the model's MAP.
 The objective changes at the switch (it is monotone within each phase).
@@ -36,7 +40,7 @@ The objective changes at the switch (it is monotone within each phase).
 Split moves (``split_moves=True``, the last phase only). The steps above move one sample at a
 time and only ever empty clusters: a cost or a gain that belongs to a whole cluster (its stick's
 prior, the Occam term) never decides anything, and no cluster is ever opened. A split move divides
-one cluster's members in two by 2-means (in units of the component scale), appends the new
+one cluster's members in two by 2-means (in units of its own spread), appends the new
 cluster, and keeps the result only if the objective rises; clusters are proposed in turn, and the
 phase ends when the assignments stand still and a whole round of proposals was refused. On data
 drawn from a Pitman-Yor mixture (d = 0.5) splits recover more of the tail of small clusters (about
@@ -53,7 +57,7 @@ import torch
 from tqdm.auto import tqdm
 
 from bnpzoo.inference.kmeans import kmeans
-from bnpzoo.inference.mean_factors import mean_variances, means_kl, occam_penalty
+from bnpzoo.inference.mean_factors import means_kl
 from bnpzoo.inference.sticks import reorder_and_prune, stick_log_prior, update_sticks
 from bnpzoo.mapped import passes
 from bnpzoo.ops import generalized_gaussian_log_density, stick_breaking_log_weights
@@ -61,9 +65,11 @@ from bnpzoo.ops import generalized_gaussian_log_density, stick_breaking_log_weig
 
 @dataclass
 class StickMixtureFit:
-    """Point estimates of a stick-breaking mixture: K means and K - 1 free sticks."""
+    """A fitted stick-breaking mixture: the K clusters' factors ``q`` (the family's natural
+    parameters), their point estimates ``point`` (``means`` among them) and K - 1 free sticks."""
 
-    means: torch.Tensor
+    q: dict
+    point: dict
     sticks: torch.Tensor
     objective_trace: list[float] = field(default_factory=list)
     seconds: list[float] = field(default_factory=list)  # when each objective was reached, from clock_start
@@ -71,6 +77,10 @@ class StickMixtureFit:
     clock_start: float = 0.0  # a time.perf_counter() value
     n_iter: int = 0
     converged: bool = False
+
+    @property
+    def means(self) -> torch.Tensor:
+        return self.point["means"]
 
 
 def mean_gradient(x, resp, means, std, prior_mean, prior_precision):
@@ -94,25 +104,27 @@ def means_from_statistics(counts, sums, prior_mean, prior_precision):
 
 @dataclass
 class Assignments:
-    """E[z] as the M-step sees it: the counts N_k (K,) and sums S_k (K, D), and with hard
-    assignments each sample's cluster (N,), -1 for a sample whose cluster was pruned (it then
-    sits in no cluster until step 1 reassigns it, as a one-hot row dropped with its column)."""
+    """E[z] as the M-step sees it: the family's statistics of each cluster (``stats``, a dict with
+    ``count`` N_k among them, K leading), and with hard assignments each sample's cluster (N,), -1
+    for a sample whose cluster was pruned (it then sits in no cluster until step 1 reassigns it,
+    as a one-hot row dropped with its column)."""
 
-    counts: torch.Tensor
-    sums: torch.Tensor
+    stats: dict
     labels: torch.Tensor | None = None
+    overlap: torch.Tensor | None = None  # sum_n r_nk r_nj of the soft responsibilities, (K, K)
+
+    @property
+    def counts(self) -> torch.Tensor:
+        return self.stats["count"]
 
     @classmethod
-    def from_labels(cls, x, labels, k: int, hard: bool = True) -> "Assignments":
+    def from_labels(cls, x, labels, k: int, family, prior, hard: bool = True) -> "Assignments":
         """One-hot E[z] from the labels (-1: in no cluster); ``hard=False`` keeps only the statistics."""
-        counts = x.new_zeros(k + 1, dtype=torch.float64)  # entry k collects the -1s
-        sums = x.new_zeros(k + 1, x.shape[1], dtype=torch.float64)
+        stats = None
         for rows in passes(x, k):
-            index = labels[rows] % (k + 1)
-            counts += torch.bincount(index, minlength=k + 1)
-            sums.index_add_(0, index, x[rows].double())
-        counts, sums = counts[:k].to(x.dtype), sums[:k]
-        return cls(counts, sums.to(x.dtype), labels if hard else None)
+            block = family.label_statistics(x[rows], labels[rows], k, prior)
+            stats = block if stats is None else family.add(stats, block)
+        return cls(stats, labels if hard else None)
 
     def select(self, keep: torch.Tensor) -> "Assignments":
         """The clusters ``keep`` in that order (step 2)."""
@@ -121,38 +133,62 @@ class Assignments:
             position = torch.full((self.counts.numel() + 1,), -1, dtype=labels.dtype, device=labels.device)
             position[keep] = torch.arange(keep.numel(), device=labels.device)
             labels = position[labels]  # -1 indexes the extra last entry, -1 itself
-        return Assignments(self.counts[keep], self.sums[keep], labels)
+        return Assignments({name: value[keep] for name, value in self.stats.items()}, labels)
+
+    def merge(self, j: int, k: int) -> "Assignments":
+        """Clusters j and k as one (in j's place, k removed): their statistics add."""
+        stats = {name: value.clone() for name, value in self.stats.items()}
+        for value in stats.values():
+            value[j] += value[k]
+        labels = None if self.labels is None else torch.where(self.labels == k, j, self.labels)
+        rest = torch.cat([torch.arange(k), torch.arange(k + 1, self.counts.numel())]).to(self.counts.device)
+        return Assignments(stats, labels).select(rest)
+
+    def merge_candidates(self, floor: float = 1e-6) -> list[tuple[int, int]]:
+        """Pairs of clusters by their responsibilities' correlation r_jk^2 / (r_jj r_kk), the most
+        correlated first, those above ``floor`` only (clusters that share no rows are not tried)."""
+        if self.overlap is None:
+            return []
+        diagonal = self.overlap.diagonal().clamp_min(torch.finfo(self.overlap.dtype).tiny)
+        correlation = (self.overlap**2 / diagonal[:, None] / diagonal[None, :]).triu(1)
+        order = torch.argsort(correlation.flatten(), descending=True)
+        k = self.overlap.shape[0]
+        pairs = [(int(i) // k, int(i) % k) for i in order[: k * (k - 1) // 2]]
+        return [(j, i) for j, i in pairs if float(correlation[j, i]) > floor]
 
 
-def expectation(x, means, sticks, std, penalty, hard: bool, labels=None) -> tuple[torch.Tensor, Assignments]:
+def expectation(x, family, q, prior, sticks, hard: bool, labels=None) -> tuple[torch.Tensor, Assignments]:
     """One pass over x in blocks of rows (``ops.row_blocks``: no N x K table): the data term of
-    the objective (hard: of ``labels`` under these parameters; soft: z summed out) and step 1's
-    new assignments (eq. (15)) as ``Assignments``."""
-    k = means.shape[0]
+    the objective (hard: of ``labels`` under these factors; soft: z summed out) and step 1's new
+    assignments (eq. (15)) as ``Assignments``."""
+    k = sticks.shape[0] + 1
     value = x.new_zeros((), dtype=torch.float64)
-    counts = x.new_zeros(k, dtype=torch.float64)
-    sums = x.new_zeros(k, x.shape[1], dtype=torch.float64)
+    stats = None
+    overlap = x.new_zeros(k, k, dtype=torch.float64)
     new_labels = torch.empty(x.shape[0], dtype=torch.long, device=x.device) if hard else None
+    point, correction = family.point(q, prior), family.correction(q).to(x.dtype)
+    log_weights = stick_breaking_log_weights(sticks.to(x.dtype))
     for rows in passes(x, k):
         block = x[rows]
-        scores = assignment_scores(block, means, sticks, std, penalty)
+        scores = family.log_density(block, point) + (correction + log_weights)
+        resp = torch.softmax(scores, 1)
+        overlap += (resp.T @ resp).double()
         if hard:
             old = labels[rows]
             value += scores.gather(1, old.clamp_min(0)[:, None]).squeeze(1).masked_fill(old < 0, 0).sum()
             new_labels[rows] = scores.argmax(1)
-            counts += torch.bincount(new_labels[rows], minlength=k)
-            sums.index_add_(0, new_labels[rows], block.double())
+            part = family.label_statistics(block, new_labels[rows], k, prior)
         else:
             value += torch.logsumexp(scores, 1).sum()
-            resp = torch.softmax(scores, 1)
-            counts += resp.sum(0)
-            sums += resp.T @ block
-    return value.to(x.dtype), Assignments(counts.to(x.dtype), sums.to(x.dtype), new_labels)
+            part = family.statistics(block, resp, prior)
+        stats = part if stats is None else family.add(stats, part)
+    return value, Assignments(stats, new_labels, overlap)
 
 
 def assignment_scores(x, means, sticks, std, penalty=0.0):
-    """ln pi_k + ln N(x_n | mu_k, diag(std^2)) - penalty_k, (N, K): the argument of eq. (15), with
-    ``penalty`` the Occam term that makes it the expectation under q(mu_k)."""
+    """ln pi_k + ln N(x_n | mu_k, diag(std^2)) - penalty_k, (N, K): the argument of eq. (15) for
+    the fixed-scale Gaussian, with ``penalty`` the Occam term that makes it the expectation under
+    q(mu_k)."""
     return stick_breaking_log_weights(sticks) + generalized_gaussian_log_density(x, means, std) - penalty
 
 
@@ -164,111 +200,115 @@ def assign(scores: torch.Tensor, hard: bool) -> torch.Tensor:
 
 
 def prior_terms(means, sticks, variances, *, std, alpha, discount=0.0, prior_mean, prior_precision, n_clusters):
-    """-KL(q(mu) || p(mu)) + ln p_u(v) over ``n_clusters``; a cluster not in ``means`` sits at its
-    prior (KL 0, its stick at the mode). Each mean has prior N(m0, std^2 / lambda0) per feature."""
+    """-KL(q(mu) || p(mu)) + ln p_u(v) over ``n_clusters`` for the fixed-scale family's point
+    estimates (the SVI learners' bound); a cluster not in ``means`` sits at its prior (KL 0, its
+    stick at the mode). Each mean has prior N(m0, std^2 / lambda0) per feature."""
     kl = means_kl(means, variances, std=std, prior_mean=prior_mean, prior_precision=prior_precision)
     return stick_log_prior(sticks, alpha, discount, n_sticks=n_clusters - 1) - kl
 
 
-def split_cluster(x, assignments, cluster, std, seed):
+def split_cluster(x, assignments, cluster, family, prior, seed):
     """``assignments`` (hard) with cluster ``cluster``'s members divided in two by 2-means in units
-    of ``std``, the second half as a new last cluster; None when the cluster has fewer than 4
-    members."""
+    of their own spread per feature, the second half as a new last cluster; None when the cluster
+    has fewer than 4 members."""
     members = (assignments.labels == cluster).nonzero()[:, 0]
     if members.numel() < 4:
         return None
-    _, halves = kmeans(x[members] / std, 2, n_init=1, seed=seed)
+    rows = x[members]
+    spread = rows.std(0).clamp_min(torch.finfo(x.dtype).tiny ** 0.5)
+    _, halves = kmeans(rows / spread, 2, n_init=1, seed=seed)
     labels = assignments.labels.clone()
     labels[members[halves == 1]] = assignments.counts.numel()
-    return Assignments.from_labels(x, labels, assignments.counts.numel() + 1)
+    return Assignments.from_labels(x, labels, assignments.counts.numel() + 1, family, prior)
 
 
 def fit_vmm(
     x: torch.Tensor,
-    init_means: torch.Tensor,
     init_labels: torch.Tensor,
+    n_clusters: int,
     *,
-    std,
+    family,
+    prior,
     alpha: float = 1.0,
     discount: float = 0.0,
-    prior_mean: torch.Tensor,
-    prior_precision: float = 1.0,
     pruning_precision: float | None = None,
     hard: bool = True,
     max_iter: int = 100,
     tol: float = 1e-6,
     prune_threshold: float = 1e-3,
     split_moves: bool = False,
+    merge_moves: bool = False,
     guard: bool = True,
     verbose: bool = False,
     clock_start: float | None = None,
 ) -> StickMixtureFit:
-    """Run the MM iterations from a K-means start ([DPM-SGA] Algorithm 1, with MAP in place of SGA).
+    """Run the MM iterations from a K-means start ([DPM-SGA] Algorithm 1, with MAP in place of SGA)
+    for a conjugate component ``family`` (``bnpzoo.families``) under ``prior`` (a
+    ``families.ComponentPrior``; its ``mean_precision`` is kappa0 of the last phase).
 
-    Initialisation as in step 3.iv: E[z] = the K-means labels, then E[mu] and E[v]. Each prior
-    phase (the module docstring) stops when at most a fraction ``tol`` of the samples changed
-    cluster (hard), when the relative change of the objective falls below ``tol`` (soft), or after
-    ``max_iter`` iterations. Both tests mean the same at every N; a test on the hard objective's
-    relative change did not: on 1,000,000 x 64 a change of 4.4e-6 stopped the pruning phase after
-    2 iterations with 100 clusters left of 50 (NMI 0.931), where moving assignments run on to the
-    50. ``guard=False`` reorganises unconditionally, as [PYPM-sVMM] V.D does (for comparison);
-    ``split_moves`` (hard assignments) proposes splits in the last phase (the module docstring).
-    Every pass over the data runs in blocks of rows (``expectation``). ``fit.seconds`` count from
-    ``clock_start`` (a ``time.perf_counter()`` value; default: this call).
+    Initialisation as in step 3.iv: E[z] = the K-means labels (``n_clusters`` of them), then q and
+    E[v]. Each prior phase (the module docstring) stops when at most a fraction ``tol`` of the
+    samples changed cluster (hard), when the relative change of the objective falls below ``tol``
+    (soft), or after ``max_iter`` iterations. Both tests mean the same at every N; a test on the
+    hard objective's relative change did not: on 1,000,000 x 64 a change of 4.4e-6 stopped the
+    pruning phase after 2 iterations with 100 clusters left of 50 (NMI 0.931), where moving
+    assignments run on to the 50. ``guard=False`` reorganises unconditionally, as [PYPM-sVMM] V.D
+    does (for comparison); ``split_moves`` (hard assignments) proposes splits in the last phase
+    (the module docstring). Every pass over the data runs in blocks of rows (``expectation``).
+    ``fit.seconds`` count from ``clock_start`` (a ``time.perf_counter()`` value; default: this call).
     """
-    std = torch.as_tensor(std, dtype=x.dtype, device=x.device).expand(x.shape[1])
-    information = 1 / std**2  # Gaussian components
-    phases = [prior_precision]
-    if pruning_precision is not None and pruning_precision > prior_precision:
-        phases.insert(0, pruning_precision)
-    assignments = Assignments.from_labels(x, init_labels, init_means.shape[0], hard)
-    fit = StickMixtureFit(means=init_means, sticks=init_means.new_empty(0),
+    phases = [prior]
+    if pruning_precision is not None and pruning_precision > prior.mean_precision:
+        phases.insert(0, prior.with_mean_precision(pruning_precision))
+    assignments = Assignments.from_labels(x, init_labels, n_clusters, family, prior, hard)
+    fit = StickMixtureFit(q={}, point={}, sticks=x.new_empty(0),
                           clock_start=time.perf_counter() if clock_start is None else clock_start)
     bar = tqdm(total=max_iter * len(phases), disable=not verbose, desc="vmm", unit="it")
-    for phase, precision in enumerate(phases):
+    for phase, phase_prior in enumerate(phases):
         fit.phase_starts.append(len(fit.objective_trace))
         splits = split_moves and hard and phase == len(phases) - 1
-        assignments, fit.converged = _phase(x, assignments, fit, information, bar, std=std, alpha=alpha,
-                                            discount=discount, prior_mean=prior_mean, prior_precision=precision,
-                                            n_clusters=init_means.shape[0], hard=hard, max_iter=max_iter, tol=tol,
-                                            prune_threshold=prune_threshold, guard=guard, splits=splits)
+        assignments, fit.converged = _phase(x, assignments, fit, bar, family=family, prior=phase_prior,
+                                            sticks_prior=dict(alpha=alpha, discount=discount),
+                                            n_clusters=n_clusters, hard=hard, max_iter=max_iter, tol=tol,
+                                            prune_threshold=prune_threshold, guard=guard, splits=splits,
+                                            merges=merge_moves)
     bar.close()
     return fit
 
 
-def _phase(x, assignments, fit, information, bar, *, hard, max_iter, tol, prune_threshold, guard, splits, **prior):
+def _phase(x, assignments, fit, bar, *, family, prior, sticks_prior, n_clusters, hard, max_iter, tol,
+           prune_threshold, guard, splits, merges):
     """Iterate steps 1-4 under one prior until convergence; returns (assignments, converged)."""
 
     def maximise(assignments):  # steps 3-4, then one pass: the objective they reach, step 1's assignments
-        counts = assignments.counts
-        means = means_from_statistics(counts, assignments.sums, prior["prior_mean"], prior["prior_precision"])
-        sticks = update_sticks(counts, prior["alpha"], prior["discount"])
-        variances = mean_variances(counts, information, prior["std"], prior["prior_precision"])
-        data_term, new = expectation(x, means, sticks, prior["std"], occam_penalty(variances, information), hard,
-                                     assignments.labels)
-        return means, sticks, new, (data_term + prior_terms(means, sticks, variances, **prior)).item()
+        q = family.natural(assignments.stats, prior)
+        sticks = update_sticks(assignments.counts, **sticks_prior)
+        data_term, new = expectation(x, family, q, prior, sticks, hard, assignments.labels)
+        value = data_term + stick_log_prior(sticks, **sticks_prior, n_sticks=n_clusters - 1) - family.kl(q, prior)
+        return q, sticks.to(x.dtype), new, value.item()
 
     def reorganise(assignments):  # step 2's order and pruning
-        return reorder_and_prune(assignments.counts, prior["alpha"], prune_threshold, prior["discount"])
+        return reorder_and_prune(assignments.counts, sticks_prior["alpha"], prune_threshold, sticks_prior["discount"])
 
     trace, refused = [], 0
     for it in range(max_iter + 1):
         # step 2: reorder by size, prune dead clusters; kept only where it does not lower the objective
         keep = reorganise(assignments)
         moved = not torch.equal(keep, torch.arange(assignments.counts.numel(), device=keep.device))
-        fit.means, fit.sticks, new, value = maximise(assignments.select(keep))
+        fit.q, fit.sticks, new, value = maximise(assignments.select(keep))
         if guard and moved and trace and value < trace[-1]:
-            fit.means, fit.sticks, new, value = maximise(assignments)
+            fit.q, fit.sticks, new, value = maximise(assignments)
         else:
             assignments = assignments.select(keep)
-        if splits and assignments.counts.numel() < prior["n_clusters"]:  # a split move, kept if the objective rises
-            proposal = split_cluster(x, assignments, it % assignments.counts.numel(), prior["std"], seed=it)
+        if splits and assignments.counts.numel() < n_clusters:  # a split move, kept if the objective rises
+            proposal = split_cluster(x, assignments, it % assignments.counts.numel(), family, prior, seed=it)
             if proposal is not None:
                 proposal = proposal.select(reorganise(proposal))
                 step = maximise(proposal)
                 if step[3] > value:
-                    (fit.means, fit.sticks, new, value), assignments = step, proposal
+                    (fit.q, fit.sticks, new, value), assignments = step, proposal
             refused = 0 if proposal is not None and assignments is proposal else refused + 1
+        fit.point = family.point(fit.q, prior)
         trace.append(value)
         fit.objective_trace.append(value)
         fit.seconds.append(time.perf_counter() - fit.clock_start)
@@ -284,7 +324,22 @@ def _phase(x, assignments, fit, information, bar, *, hard, max_iter, tol, prune_
         else:
             settled_assignments = len(trace) > 1 and abs(value - trace[-2]) <= tol * abs(trace[-2])
         # settled: a whole round of split proposals refused, or no room left for another cluster
-        settled = not splits or refused >= k or k >= prior["n_clusters"]
+        settled = not splits or refused >= k or k >= n_clusters
         assignments = new
         if settled_assignments and settled:
-            return assignments, True
+            merged = merges and _merge(assignments, maximise, reorganise, value)
+            if not merged:
+                return assignments, True
+            assignments = merged
+
+
+def _merge(assignments, maximise, reorganise, value):
+    """A merge move: pairs of clusters in order of their responsibilities' correlation, the first
+    whose merge raises the objective above ``value`` (one pass over the data each); its
+    assignments, or None when every candidate was refused (at most K tries)."""
+    for j, k in assignments.merge_candidates()[: assignments.counts.numel()]:
+        proposal = assignments.merge(j, k)
+        proposal = proposal.select(reorganise(proposal))
+        if maximise(proposal)[3] > value:
+            return proposal
+    return None

@@ -15,7 +15,8 @@ import torch
 from pyro.distributions import TorchDistribution, constraints
 
 from bnpzoo.distributions import GeneralizedGaussian
-from bnpzoo.ops import generalized_gaussian_log_density, generalized_gaussian_shape
+from bnpzoo.ops import (diagonal_gaussian_log_density, full_gaussian_log_density, generalized_gaussian_log_density,
+                        generalized_gaussian_shape)
 
 
 class AssignedComponents(TorchDistribution):
@@ -79,3 +80,29 @@ class AssignedNormal(AssignedGeneralizedGaussian):
     def sample(self, sample_shape=torch.Size()):
         loc = self.means[self.assignment.expand(sample_shape + self.batch_shape)]
         return loc + self.std * torch.randn_like(loc)
+
+
+class AssignedGaussian(AssignedComponents):
+    """x_n ~ N(mu_{z_n}, Lambda_{z_n}^-1) with a precision per cluster: ``precisions`` (K, D) for
+    diagonal covariances, or (K, D, D) matrices (their Cholesky factors give the table through one
+    matrix product per cluster, ``ops.full_gaussian_log_density``)."""
+
+    def __init__(self, means: torch.Tensor, precisions: torch.Tensor, assignment: torch.Tensor, validate_args=None):
+        self.means, self.precisions = means, precisions
+        self.full = precisions.ndim == 3
+        self.factor = torch.linalg.cholesky(precisions) if self.full else None
+        super().__init__(assignment, means.shape[-1], validate_args=validate_args)
+
+    def component_log_density(self, x):
+        if self.full:
+            return full_gaussian_log_density(x, self.means, self.factor)
+        return diagonal_gaussian_log_density(x, self.means, self.precisions)
+
+    def sample(self, sample_shape=torch.Size()):
+        z = self.assignment.expand(sample_shape + self.batch_shape)
+        loc, noise = self.means[z], torch.randn_like(self.means[z])
+        if not self.full:
+            return loc + noise * self.precisions[z].rsqrt()
+        # x = mu + L^-T e has covariance (L L^T)^-1 = Lambda^-1
+        return loc + torch.linalg.solve_triangular(self.factor[z].transpose(-2, -1), noise[..., None],
+                                                   upper=True)[..., 0]

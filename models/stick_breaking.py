@@ -24,11 +24,17 @@ def feature_vectors(data, num_data, dim, *values):
     return data.shape[0], vectors
 
 
-def stick_breaking_prior(truncation: int, alpha, discount, prior_mean, prior_sd):
-    """Sample the sticks and the K means; returns (ln pi, the K x D means)."""
-    a, b = stick_parameters(truncation - 1, alpha, discount, like=prior_sd)
+def stick_weights(truncation: int, alpha, discount, *, like):
+    """Sample the K - 1 sticks (site ``v``, plate ``"sticks"``); returns ln pi."""
+    a, b = stick_parameters(truncation - 1, alpha, discount, like=like)
     with pyro.plate("sticks", truncation - 1, dim=-1):
         v = pyro.sample("v", dist.Beta(a, b))
+    return stick_breaking_log_weights(v)
+
+
+def stick_breaking_prior(truncation: int, alpha, discount, prior_mean, prior_sd):
+    """Sample the sticks and the K means; returns (ln pi, the K x D means)."""
+    log_weights = stick_weights(truncation, alpha, discount, like=prior_sd)
     with pyro.plate("clusters", truncation, dim=-1):
         mu = pyro.sample("mu", dist.Normal(prior_mean, prior_sd).to_event(1))
-    return stick_breaking_log_weights(v), mu
+    return log_weights, mu

@@ -21,9 +21,10 @@ DRAWS_CHECKED = (0, 7, 19)
 
 
 def stick_program_log_predictive(est, x, draw):
-    """ln p(x_n | v, mu) from the estimator's program: z enumerated, x's and z's log-probabilities
-    summed over the enumerated clusters."""
-    fixed = poutine.condition(est._program(), data={"v": draw["v"], "mu": draw["mu"]})
+    """ln p(x_n | v, mu[, precision]) from the estimator's program: z enumerated, x's and z's
+    log-probabilities summed over the enumerated clusters."""
+    sites = {name: draw[name] for name in ("v", "mu", "precision") if name in draw}
+    fixed = poutine.condition(est._program(), data=sites)
     kwargs = dict(est._program_kwargs(est.scale_, prior_mean=0.0), truncation=est.n_clusters_)
     trace = poutine.trace(poutine.enum(config_enumerate(fixed), first_available_dim=-2)).get_trace(x, **kwargs)
     trace.compute_log_prob()

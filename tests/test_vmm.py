@@ -5,6 +5,7 @@ import pytest
 import torch
 
 from bnpzoo import DPGMM
+from bnpzoo.families import ComponentPrior, gaussian_family
 from bnpzoo.inference.kmeans import kmeans
 from bnpzoo.inference.sticks import reorder_and_prune
 from bnpzoo.inference.vmm import fit_vmm
@@ -24,11 +25,17 @@ def _mixture_test_data(seed, n=500, k=3, d=2):
     return means[z] + rng.randn(n, d) * np.sqrt(var[z])[:, None]
 
 
-def _fit(x, hard, **kw):
+def _prior(x, std, mean_precision=1.0):
+    d = x.shape[1]
+    std = torch.as_tensor(std, dtype=x.dtype).expand(d)
+    return ComponentPrior(mean=x.mean(0), mean_precision=mean_precision, covariance=torch.diag(std**2), dof=float(d))
+
+
+def _fit(x, hard, covariance="fixed", **kw):
     x = torch.as_tensor(x, dtype=torch.float64)
     init, labels = kmeans(x, 30, seed=0)
-    return fit_vmm(x, init, labels, std=default_sigma(x, init, labels), prior_mean=x.mean(0), hard=hard,
-                   max_iter=200, tol=0.0, **kw)
+    return fit_vmm(x, labels, init.shape[0], family=gaussian_family(covariance),
+                   prior=_prior(x, default_sigma(x, init, labels)), hard=hard, max_iter=200, tol=0.0, **kw)
 
 
 def _monotone(fit):
@@ -49,6 +56,17 @@ def test_the_objective_never_drops_for_any_stick_prior(digits, alpha, discount, 
         _monotone(_fit(x, hard, alpha=alpha, discount=discount, pruning_precision=20.0))
 
 
+@pytest.mark.parametrize("covariance", ["full", "diag", "spherical"])
+@pytest.mark.parametrize("hard", [True, False], ids=["hard", "soft"])
+@pytest.mark.parametrize("discount", [0.0, 0.5])
+@pytest.mark.parametrize("alpha", [0.1, 1.0, 20.0])
+def test_the_objective_never_drops_for_a_learned_covariance(alpha, discount, hard, covariance):
+    """Within each phase, with merge moves (accepted only when the objective rises) and a pruning phase."""
+    for x in [_mixture_test_data(0), _mixture_test_data(1, k=5, d=3)]:
+        _monotone(_fit(x, hard, covariance, alpha=alpha, discount=discount, pruning_precision=20.0,
+                       merge_moves=True))
+
+
 def test_without_the_guard_the_papers_reorganisation_lowers_the_objective():
     """[PYPM-sVMM] V.D's unconditional reordering (guard=False) loses objective at alpha = 20 (the
     stick prior is not exchangeable), so the monotonicity test above can fail."""
@@ -64,10 +82,10 @@ def test_split_moves_open_clusters_and_keep_the_objective_monotone():
     z = rng.integers(0, 10, 2000)
     x = torch.as_tensor(centres[z] + rng.normal(size=(2000, 3)))
     init, labels = kmeans(x, 4, seed=0)
-    common = dict(std=torch.ones(3, dtype=x.dtype), prior_mean=x.mean(0), pruning_precision=None, max_iter=300, tol=0.0)
-    plain = fit_vmm(x, init, labels, **common)
-    wide = torch.cat([init, init.new_zeros(6, 3)])  # room for 10 clusters: truncation 10
-    split = fit_vmm(x, wide, labels, split_moves=True, **common)
+    common = dict(family=gaussian_family("fixed"), prior=_prior(x, 1.0), pruning_precision=None, max_iter=300,
+                  tol=0.0)
+    plain = fit_vmm(x, labels, 4, **common)
+    split = fit_vmm(x, labels, 10, split_moves=True, **common)  # room for 10 clusters: truncation 10
     assert plain.means.shape[0] == 4 and split.means.shape[0] == 10 and split.converged
     nearest_true = ((x.numpy()[:, None] - centres[None]) ** 2).sum(-1).argmin(1)  # the best any fit can do
     assert nmi(z, vmm_predict(x, split)) > nmi(z, nearest_true) - 0.02

@@ -1,0 +1,38 @@
+"""Component families of the stick-breaking mixtures: one file each.
+
+A family owns a cluster's parameters and their conjugate prior (``base.ComponentPrior``): it gives
+the N x K table of component log-densities at point estimates (``log_density``, used by
+prediction, ArviZ and every learner), and the closed forms it has (``closed_forms``):
+
+    "vmm"      batch closed-form updates: statistics -> natural parameters (``base.ConjugateFamily``)
+    "natural"  the conjugate natural-gradient estimate ([PYPM-sVMM] eq. (10), Table I)
+    "fisher"   the per-sample Fisher of SGA+F ([DPM-SGA] eq. (8), (9), (16))
+
+=============================  ==================  =========================================
+family                         ``covariance``      learned per cluster
+=============================  ==================  =========================================
+``NormalWishartFamily``        ``"full"``          mean and full covariance
+``NormalGammaFamily()``        ``"diag"``          mean and one variance per feature
+``NormalGammaFamily(True)``    ``"spherical"``     mean and one variance
+``GeneralizedGaussianFamily``  ``"fixed"``         mean (a shared, fixed std per feature)
+``TracedFamily``               (a user's program)  what the program's guide fits
+=============================  ==================  =========================================
+"""
+
+from bnpzoo.families.base import ComponentPrior, ConjugateFamily
+from bnpzoo.families.generalized_gaussian import GeneralizedGaussianFamily
+from bnpzoo.families.normal_gamma import NormalGammaFamily
+from bnpzoo.families.normal_wishart import NormalWishartFamily
+from bnpzoo.families.traced import TracedFamily
+
+COVARIANCES = ("full", "diag", "spherical", "fixed")
+
+
+def gaussian_family(covariance: str):
+    """The Gaussian family of a ``covariance`` in ``COVARIANCES``."""
+    return {"full": NormalWishartFamily, "diag": NormalGammaFamily, "spherical": lambda: NormalGammaFamily(True),
+            "fixed": lambda: GeneralizedGaussianFamily(2.0)}[covariance]()
+
+
+__all__ = ["COVARIANCES", "ComponentPrior", "ConjugateFamily", "GeneralizedGaussianFamily", "NormalGammaFamily",
+           "NormalWishartFamily", "TracedFamily", "gaussian_family"]

@@ -1,0 +1,132 @@
+"""Gaussian components with a full covariance each, under the Normal-Wishart prior:
+
+    Lambda_k ~ Wishart(nu0, W0),   W0^-1 = nu0 Sigma0       (E[Lambda_k] = Sigma0^-1)
+    mu_k | Lambda_k ~ N(m0, (kappa0 Lambda_k)^-1)
+    x_n | z_n = k ~ N(mu_k, Lambda_k^-1)
+
+(``models.dp_gmm`` with ``covariance="full"``). Its factor q(mu_k, Lambda_k) = NW(m_k, kappa_k,
+W_k, nu_k) has natural parameters (rows centred on m0; Bishop, PRML eq. (10.60)-(10.63))
+
+    kappa_k = kappa0 + N_k        w_k = kappa_k m_k = S_k
+    nu_k    = nu0 + N_k           Psi_k = W_k^-1 + kappa_k m_k m_k^T = nu0 Sigma0 + Q_k
+
+with N_k, S_k, Q_k the weighted count, sum and scatter sum_n r_nk x_n x_n^T: linear in the
+statistics, so natural-gradient SVI's convex combinations stay valid (Psi - w w^T / kappa > 0 is a
+Schur complement: a convex cone). The expected log-density (PRML eq. (10.64)-(10.65)),
+
+    E ln N(x | mu_k, Lambda_k^-1) = ln N(x | m_k, (nu_k W_k)^-1)
+        + 1/2 (sum_i psi((nu_k + 1 - i) / 2) + D ln 2 - D ln nu_k) - D / (2 kappa_k),
+
+is the density at the expected precision plus a correction per cluster, through K triangular
+factors (``ops.full_gaussian_log_density``). With C_k C_k^T = W_k^-1 (Cholesky), F_k = sqrt(nu_k)
+C_k^-T is a triangular square root of nu_k W_k.
+"""
+
+import math
+
+import torch
+
+from bnpzoo.families.base import ComponentPrior, ConjugateFamily
+from bnpzoo.ops import full_gaussian_log_density
+
+
+def _cholesky(matrices: torch.Tensor) -> torch.Tensor:
+    """Cholesky factors, with a jitter of 1e-6 of the mean eigenvalue added only where one fails."""
+    factor, info = torch.linalg.cholesky_ex(matrices)
+    if bool((info > 0).any()):
+        d = matrices.shape[-1]
+        eye = torch.eye(d, dtype=matrices.dtype, device=matrices.device)
+        scale = matrices.diagonal(dim1=-2, dim2=-1).mean(-1).abs().clamp_min(torch.finfo(matrices.dtype).tiny)
+        factor = torch.linalg.cholesky(matrices + 1e-6 * scale[..., None, None] * eye)
+    return factor
+
+
+def _digamma_sum(dof: torch.Tensor, d: int) -> torch.Tensor:
+    """sum_{i=1..D} psi((nu + 1 - i) / 2), (K,)."""
+    i = torch.arange(1, d + 1, dtype=dof.dtype, device=dof.device)
+    return torch.digamma((dof[:, None] + 1 - i) / 2).sum(1)
+
+
+class NormalWishartFamily(ConjugateFamily):
+    name = "full-covariance Gaussian"
+    covariance = "full"
+
+    def _second_moments(self, xc, w):
+        scatter = xc.new_empty(w.shape[1], xc.shape[1], xc.shape[1])
+        for k in range(w.shape[1]):  # K products of D x N x D: never N x K x D
+            scatter[k] = (xc * w[:, k:k + 1]).T @ xc
+        return {"scatter": scatter}
+
+    def _label_second_moments(self, xc, index, k):
+        order = torch.argsort(index)
+        sizes = torch.bincount(index, minlength=k).tolist()
+        scatter = xc.new_zeros(k, xc.shape[1], xc.shape[1])
+        for j, rows in enumerate(torch.split(xc[order], sizes)):
+            if rows.shape[0]:
+                scatter[j] = rows.T @ rows
+        return {"scatter": scatter}
+
+    def natural(self, stats: dict, prior: ComponentPrior) -> dict:
+        psi0 = (prior.dof * prior.covariance).to(stats["scatter"])
+        return {"kappa": prior.mean_precision + stats["count"], "weighted": stats["sum"],
+                "dof": prior.dof + stats["count"], "psi": psi0 + stats["scatter"]}
+
+    def counts(self, q: dict, prior: ComponentPrior) -> torch.Tensor:
+        return (q["dof"] - prior.dof).clamp_min(0)
+
+    @staticmethod
+    def _inverse_scale_factor(q: dict) -> torch.Tensor:
+        """C_k with C_k C_k^T = W_k^-1 = Psi_k - w_k w_k^T / kappa_k."""
+        w = q["weighted"]
+        return _cholesky(q["psi"] - w[:, :, None] * w[:, None, :] / q["kappa"][:, None, None])
+
+    def point(self, q: dict, prior: ComponentPrior) -> dict:
+        """The means m_k and a triangular square root of the expected precision nu_k W_k."""
+        c = self._inverse_scale_factor(q)
+        eye = torch.eye(c.shape[-1], dtype=c.dtype, device=c.device).expand_as(c)
+        factor = torch.linalg.solve_triangular(c, eye, upper=False).transpose(-2, -1) * q["dof"].sqrt()[:, None, None]
+        means = q["weighted"] / q["kappa"][:, None] + prior.mean.to(c)
+        dtype = prior.mean.dtype
+        return {"means": means.to(dtype), "precision_factor": factor.to(dtype)}
+
+    def log_density(self, x: torch.Tensor, point: dict) -> torch.Tensor:
+        return full_gaussian_log_density(x, point["means"], point["precision_factor"])
+
+    def correction(self, q: dict) -> torch.Tensor:
+        d = q["weighted"].shape[1]
+        dof = q["dof"]
+        return 0.5 * (_digamma_sum(dof, d) + d * math.log(2) - d * dof.log()) - d / (2 * q["kappa"])
+
+    def kl(self, q: dict, prior: ComponentPrior) -> torch.Tensor:
+        """sum_k KL(NW(m_k, kappa_k, W_k, nu_k) || NW(m0, kappa0, W0, nu0)): the Gaussian's part
+        1/2 (D (kappa0 / kappa - 1 - ln(kappa0 / kappa)) + kappa0 nu m^T W m) (m centred) and the
+        Wishart's, nu/2 ln|W^-1| - nu0/2 ln|W0^-1| - (nu - nu0) D/2 ln 2 - ln Gamma_D(nu/2)
+        + ln Gamma_D(nu0/2) + (nu - nu0)/2 E ln|Lambda| - nu D/2 + nu/2 tr(W0^-1 W)."""
+        c = self._inverse_scale_factor(q)
+        d, dof, kappa, kappa0, dof0 = c.shape[-1], q["dof"], q["kappa"], prior.mean_precision, prior.dof
+        b = _cholesky((prior.dof * prior.covariance).to(c))
+        log_det = 2 * c.diagonal(dim1=-2, dim2=-1).log().sum(-1)  # ln |W^-1|
+        log_det0 = 2 * b.diagonal().log().sum()
+        trace = torch.linalg.solve_triangular(c, b.expand_as(c), upper=False).pow(2).sum((-2, -1))
+        centred = torch.linalg.solve_triangular(c, (q["weighted"] / kappa[:, None])[:, :, None], upper=False)
+        mahalanobis = dof * centred.pow(2).sum((-2, -1))
+        e_log_det = _digamma_sum(dof, d) + d * math.log(2) - log_det
+        ratio = kappa0 / kappa
+        gaussian = 0.5 * (d * (ratio - 1 - ratio.log()) + kappa0 * mahalanobis)
+        wishart = (0.5 * dof * log_det - 0.5 * dof0 * log_det0 - 0.5 * (dof - dof0) * d * math.log(2)
+                   - torch.mvlgamma(dof / 2, d) + torch.mvlgamma(torch.tensor(dof0 / 2, dtype=c.dtype), d)
+                   + 0.5 * (dof - dof0) * e_log_det - 0.5 * dof * d + 0.5 * dof * trace)
+        return (gaussian + wishart).sum()
+
+    @staticmethod
+    def precision(point: dict) -> torch.Tensor:
+        """The program's site ``precision`` at the point estimate, nu_k W_k, (K, D, D)."""
+        f = point["precision_factor"]
+        return f @ f.transpose(-2, -1)
+
+    @staticmethod
+    def covariances(point: dict) -> torch.Tensor:
+        """(nu_k W_k)^-1, (K, D, D): the covariance at the expected precision (scikit-learn's
+        ``covariances_``)."""
+        f = point["precision_factor"]
+        return torch.linalg.inv(f @ f.transpose(-2, -1))

@@ -1,0 +1,183 @@
+"""The component families with learned covariances: closed forms against Monte Carlo and torch's
+densities, recovery of data drawn from the program, and the defaults on data where a fixed scale
+failed (one cloud, blobs of very different spreads, large 1-D clusters)."""
+
+import numpy as np
+import pyro
+import pytest
+import torch
+
+from bnpzoo import DPGMM
+from bnpzoo.families import ComponentPrior, gaussian_family
+from bnpzoo.metrics import nmi
+from bnpzoo.models.dp_gmm import model
+from bnpzoo.ops import diagonal_gaussian_log_density, full_gaussian_log_density
+
+LEARNED = ["full", "diag", "spherical"]
+
+
+def _problem(seed=0, d=3, k=2):
+    g = torch.Generator().manual_seed(seed)
+    a = torch.randn(d, d, generator=g, dtype=torch.float64)
+    prior = ComponentPrior(mean=torch.randn(d, generator=g, dtype=torch.float64), mean_precision=1.3,
+                           covariance=a @ a.T + d * torch.eye(d, dtype=torch.float64), dof=d + 0.5)
+    x = 2 * torch.randn(50, d, generator=g, dtype=torch.float64)
+    weights = torch.softmax(torch.randn(50, k, generator=g, dtype=torch.float64), 1)
+    return x, weights, prior
+
+
+def _draws(family, q, prior, k, s):
+    """s draws of (mu_k, Lambda_k) from q and the prior's log densities at them (from torch's
+    distributions, independent of the family's closed forms)."""
+    d = prior.mean.shape[0]
+    if family.covariance == "full":
+        c = family._inverse_scale_factor(q)
+        q_lam = torch.distributions.Wishart(q["dof"][k], scale_tril=torch.linalg.cholesky(torch.cholesky_inverse(c[k])))
+        p_lam = torch.distributions.Wishart(torch.tensor(prior.dof, dtype=c.dtype),
+                                            covariance_matrix=torch.linalg.inv(prior.dof * prior.covariance))
+        lam = q_lam.sample((s,))
+        mean = q["weighted"][k] / q["kappa"][k] + prior.mean
+        q_mu = torch.distributions.MultivariateNormal(mean, precision_matrix=q["kappa"][k] * lam)
+        p_mu = torch.distributions.MultivariateNormal(prior.mean, precision_matrix=prior.mean_precision * lam)
+        mu = q_mu.sample()
+        log_ratio = q_lam.log_prob(lam) + q_mu.log_prob(mu) - p_lam.log_prob(lam) - p_mu.log_prob(mu)
+        return mu, lam, log_ratio
+    shape, rate = family._gamma(q)
+    pooled = family.pooled
+    var0 = prior.covariance.diagonal().mean().expand(d) if pooled else prior.covariance.diagonal()
+    a0 = torch.tensor(prior.dof / 2 * (d if pooled else 1), dtype=rate.dtype)
+    q_tau = torch.distributions.Gamma(shape[k].expand_as(rate[k]), rate[k])
+    p_tau = torch.distributions.Gamma(a0.expand_as(rate[k]), a0 * (var0[:1] if pooled else var0))
+    tau = q_tau.sample((s,))
+    lam = tau.expand(s, d)
+    mean = q["weighted"][k] / q["kappa"][k] + prior.mean
+    q_mu = torch.distributions.Normal(mean, (q["kappa"][k] * lam).rsqrt())
+    p_mu = torch.distributions.Normal(prior.mean, (prior.mean_precision * lam).rsqrt())
+    mu = q_mu.sample()
+    log_ratio = (q_tau.log_prob(tau) - p_tau.log_prob(tau)).sum(-1) + (q_mu.log_prob(mu) - p_mu.log_prob(mu)).sum(-1)
+    return mu, torch.diag_embed(lam), log_ratio
+
+
+@pytest.mark.filterwarnings("ignore:Singular sample detected")  # torch's Wishart redraws those itself
+@pytest.mark.parametrize("covariance", LEARNED)
+def test_kl_and_expected_log_density_equal_monte_carlo(covariance):
+    """KL(q || p) and E_q ln N(x | mu, Lambda^-1) against 40,000 draws of q, scored by torch's own
+    Wishart, Gamma and Normal densities: agreement to within about 4 Monte-Carlo standard errors."""
+    torch.manual_seed(0)
+    x, weights, prior = _problem()
+    family = gaussian_family(covariance)
+    q = family.natural(family.statistics(x, weights, prior), prior)
+    expected = family.expected_log_density(x[:5], q, prior)
+    kl, kl_se = 0.0, 0.0
+    for k in range(2):
+        mu, lam, log_ratio = _draws(family, q, prior, k, 40000)
+        kl, kl_se = kl + log_ratio.mean(), kl_se + log_ratio.var() / log_ratio.numel()
+        density = torch.distributions.MultivariateNormal(mu, precision_matrix=lam).log_prob(x[:5, None])
+        assert torch.allclose(expected[:, k], density.mean(1), atol=4 * float(density.std(1).max()) / 200)
+    assert float(family.kl(q, prior)) == pytest.approx(float(kl), abs=4 * float(kl_se) ** 0.5)
+
+
+def test_gaussian_tables_equal_torch_densities():
+    g = torch.Generator().manual_seed(3)
+    x, means = torch.randn(20, 4, generator=g, dtype=torch.float64), torch.randn(3, 4, generator=g, dtype=torch.float64)
+    a = torch.randn(3, 4, 4, generator=g, dtype=torch.float64)
+    precision = a @ a.transpose(-2, -1) + torch.eye(4, dtype=torch.float64)
+    direct = torch.distributions.MultivariateNormal(means, precision_matrix=precision).log_prob(x[:, None])
+    assert torch.allclose(full_gaussian_log_density(x, means, torch.linalg.cholesky(precision)), direct)
+    # an upper-triangular root F F^T = Lambda, C^-T with C C^T = Lambda^-1 (the Normal-Wishart family's)
+    upper = torch.linalg.inv(torch.linalg.cholesky(torch.linalg.inv(precision))).transpose(-2, -1)
+    assert torch.allclose(full_gaussian_log_density(x, means, upper), direct)
+    diagonal = precision.diagonal(dim1=-2, dim2=-1)
+    direct = torch.distributions.Normal(means, diagonal.rsqrt()).log_prob(x[:, None]).sum(-1)
+    assert torch.allclose(diagonal_gaussian_log_density(x, means, diagonal), direct)
+
+
+def _drawn_from_the_program(covariance, seed, n=2400, d=3):
+    """Data drawn by ``models.dp_gmm`` with four clusters of known weights, means and precisions
+    (the sites conditioned, the assignments and rows drawn by the program)."""
+    g = torch.Generator().manual_seed(seed)
+    means = torch.tensor([[0.0, 0, 0], [12, 0, 0], [0, 12, 0], [0, 0, 12]])
+    if covariance == "full":
+        a = torch.randn(4, d, d, generator=g) * 0.6
+        precision = torch.linalg.inv(a @ a.transpose(-2, -1) + 0.3 * torch.eye(d))
+    elif covariance == "diag":
+        precision = 1 / torch.empty(4, d).uniform_(0.2, 3.0, generator=g)
+    else:
+        precision = 1 / torch.empty(4).uniform_(0.2, 3.0, generator=g)
+    sites = {"v": torch.tensor([0.25, 1 / 3, 0.5]), "mu": means, "precision": precision}
+    pyro.set_rng_seed(seed)
+    trace = pyro.poutine.trace(pyro.poutine.condition(model, data=sites)).get_trace(
+        None, num_data=n, dim=d, truncation=4, covariance=covariance)
+    x, z = trace.nodes["x"]["value"], trace.nodes["z"]["value"]
+    covariances = torch.linalg.inv(precision) if covariance == "full" else 1 / precision
+    return x.numpy(), z.numpy(), covariances
+
+
+@pytest.mark.parametrize("covariance", LEARNED)
+def test_recovers_clusters_and_covariances_drawn_from_the_program(covariance):
+    """Four clusters of about 600 rows: all found, each fitted covariance equal to the conjugate
+    posterior's given the true assignments (to 2%), and within the truth's sampling error plus the
+    prior's known pull: a variance's relative sampling error is sqrt(2 / 600) = 0.06, so 0.25 is
+    about four standard errors, and the prior adds (nu0 Sigma0 + kappa0 N / (kappa0 + N) (xbar -
+    m0)(xbar - m0)^T) / (nu0 + N) (m0 the data mean: far clusters are widened most)."""
+    for seed in range(2):
+        x, z, covariances = _drawn_from_the_program(covariance, seed)
+        est = DPGMM(covariance=covariance, truncation=20, random_state=seed).fit(x)
+        labels = est.predict(x)
+        assert est.n_clusters_ == 4 and nmi(z, labels) > 0.99
+        xt = torch.as_tensor(x, dtype=torch.float64)
+        prior = est._component_prior(xt, xt.mean(0), torch.ones(3, dtype=torch.float64))
+        family = gaussian_family(covariance)
+        for k in range(4):
+            fitted = est.covariances_[np.bincount(labels[z == k]).argmax()].double()
+            stats = family.statistics(xt, torch.as_tensor(z == k, dtype=torch.float64)[:, None], prior)
+            posterior = family.covariances(family.point(family.natural(stats, prior), prior))[0].double()
+            assert torch.linalg.norm(fitted - posterior) < 0.02 * torch.linalg.norm(posterior)
+            n_k, offset = stats["count"][0], stats["sum"][0] / stats["count"][0]
+            pull = prior.dof * prior.covariance + n_k / (1 + n_k) * torch.outer(offset, offset)
+            if covariance != "full":
+                pull = pull.diagonal()
+            if covariance == "spherical":
+                pull = pull.mean()
+            allowed = 0.25 * torch.linalg.norm(covariances[k].double()) + torch.linalg.norm(pull) / (prior.dof + n_k)
+            assert torch.linalg.norm(fitted - covariances[k].double()) < allowed, (seed, k)
+
+
+@pytest.mark.parametrize("n, d", [(500, 2), (2000, 10)])
+def test_one_gaussian_cloud_is_one_cluster(n, d):
+    x = np.random.default_rng(n).normal(size=(n, d))
+    for seed in range(2):
+        assert DPGMM(random_state=seed).fit(x).n_clusters_ == 1
+
+
+def test_blobs_of_very_different_spreads_and_large_one_dimensional_clusters():
+    rng = np.random.default_rng(1)
+    z = np.repeat([0, 1], 300)
+    x = np.where(z[:, None] == 0, rng.normal(0, 0.1, (600, 2)), rng.normal(20, 5, (600, 2)))
+    est = DPGMM(random_state=0).fit(x)
+    assert est.n_clusters_ == 2 and nmi(z, est.predict(x)) == pytest.approx(1.0)
+    z = rng.integers(0, 3, 100_000)
+    x = (np.array([-10.0, 0.0, 10.0])[z] + rng.normal(size=z.size))[:, None]
+    est = DPGMM(random_state=0).fit(x)
+    assert est.n_clusters_ == 3 and nmi(z, est.predict(x)) > 0.999
+
+
+@pytest.mark.parametrize("covariance", LEARNED)
+def test_learned_covariances_survive_save_and_load(tmp_path, covariance):
+    x, z, _ = _drawn_from_the_program(covariance, 0, n=600)
+    est = DPGMM(covariance=covariance, random_state=0).fit(x)
+    est.save(tmp_path / "m.pt")
+    back = DPGMM.load(tmp_path / "m.pt")
+    assert np.array_equal(back.predict(x), est.predict(x))
+    assert torch.equal(back.covariances_, est.covariances_)
+    assert np.allclose(back.score_samples(x), est.score_samples(x))
+
+
+def test_other_learners_refuse_a_learned_covariance_and_default_to_the_fixed_one():
+    x = np.random.default_rng(0).normal(size=(200, 2))
+    with pytest.raises(ValueError, match="covariance='full'.*vmm"):
+        DPGMM(covariance="full", inference="sga").fit(x)
+    assert DPGMM(inference="sga").fit(x).covariance_type_ == "fixed"
+    assert DPGMM().fit(x).covariance_type_ == "full" and DPGMM(sigma=1.0).fit(x).covariance_type_ == "fixed"
+    # 1,797 x 64 (digits' shape): too few rows for a covariance of 2,080 entries a cluster
+    assert DPGMM()._covariance_type(1797, 64) == "fixed"
