@@ -125,6 +125,15 @@ def passes(x: torch.Tensor, k: int, rows_per_block: int | None = None):
         release(x, rows)
 
 
+def centred_gram(x: torch.Tensor, centre: torch.Tensor) -> torch.Tensor:
+    """sum_n (x_n - c)(x_n - c)^T in float64, accumulated block by block like ``column_sums``."""
+    total = torch.zeros(x.shape[1], x.shape[1], dtype=torch.float64, device=x.device)
+    for rows in passes(x, x.shape[1]):
+        centred = (x[rows] - centre).double()
+        total += centred.T @ centred
+    return total
+
+
 def column_sums(x: torch.Tensor) -> torch.Tensor:
     """x.sum(0) in float64, accumulated block by block (the same number in memory and from a file)."""
     total = torch.zeros(x.shape[1], dtype=torch.float64, device=x.device)

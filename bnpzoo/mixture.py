@@ -34,7 +34,7 @@ from bnpzoo.inference import data_parallel
 from bnpzoo.inference.kmeans import kmeans, nearest_centres
 from bnpzoo.inference.sticks import sort_by_size
 from bnpzoo.inference.vmm import fit_vmm, prior_terms
-from bnpzoo.mapped import column_sums, passes, take
+from bnpzoo.mapped import centred_gram, column_sums, passes, take
 from bnpzoo.mixture_session import GENERIC, LEARNERS, StochasticSession, check_closed_form
 from bnpzoo.ops import (conjugate_sticks, default_sigma, relative_spreads, stick_breaking_log_weights,
                         weights_to_sticks)
@@ -135,8 +135,8 @@ SHARED_PARAMETERS = """
     call's parameters and optimizer state; each batch stands in for the data set (N = len(X)). X may
     be a stream of batches (a generator, a DataLoader): one such pass per batch.
 """
-FITTED = ("means_", "components_", "sticks_", "weights_", "n_clusters_", "scale_", "elbo_trace_", "phase_starts_", "converged_",
-          "n_iter_", "counts_", "n_features_in_", "fit_seconds_", "mean_scale_", "stick_concentration_",
+FITTED = ("means_", "components_", "sticks_", "weights_", "n_clusters_", "scale_", "elbo_trace_", "phase_starts_",
+          "converged_", "n_iter_", "counts_", "n_features_in_", "fit_seconds_", "mean_scale_", "stick_concentration_",
           "elbo_seconds_")
 
 
@@ -149,6 +149,7 @@ class StickMixture(MixtureEstimator):
     """
 
     _fitted_attributes = FITTED
+    components_: dict = {}  # read-only default: files saved before the learned spreads hold none
 
     # -- fitting -----------------------------------------------------------------------------
     @fit_threads
@@ -167,11 +168,10 @@ class StickMixture(MixtureEstimator):
             init_means, labels, self.scale_, prior_mean = self._start(x, self._start_sample(x, KMEANS_SAMPLE),
                                                                       label_all=True)
             prior = self._component_prior(x, prior_mean, self.scale_)
-            learned = family.covariance not in ("fixed", None)
             fit = fit_vmm(x, labels, init_means.shape[0], family=family, prior=prior,
                           hard=self._hard_assignments(), pruning_precision=self._pruning_precision(),
                           max_iter=self.max_iter, tol=self.tol, prune_threshold=self.prune_threshold,
-                          split_moves=self.split_moves, merge_moves=learned, verbose=self.verbose,
+                          split_moves=self.split_moves, merge_moves=family.learns_spread, verbose=self.verbose,
                           clock_start=start, **self._stick_prior())
             point, sticks, scale, trace, seconds = fit.point, fit.sticks, None, fit.objective_trace, fit.seconds
             n_iter, converged = fit.n_iter, fit.converged
@@ -246,14 +246,9 @@ class StickMixture(MixtureEstimator):
         the user gave), worth D samples (the least degrees of freedom of a proper Wishart, as
         scikit-learn's default). The K-means cells' scale as Sigma0 left three 1-D clusters of 30,000
         rows in 7 pieces (NMI 0.69) and diagonal clusters in 10-D in 21 (``reports/families.md``)."""
-        learned = self._family().covariance not in ("fixed", None)
         covariance = torch.diag(std**2)
-        if learned and self._given_scale() is None:
-            gram = x.new_zeros(x.shape[1], x.shape[1], dtype=torch.float64)
-            for rows in passes(x, x.shape[1]):
-                centred = (x[rows] - prior_mean).double()
-                gram += centred.T @ centred
-            covariance = (gram / max(x.shape[0] - 1, 1)).to(x.dtype)
+        if self._family().learns_spread and self._given_scale() is None:
+            covariance = (centred_gram(x, prior_mean) / max(x.shape[0] - 1, 1)).to(x.dtype)
             floor = covariance.diagonal().mean() * 1e-6 + torch.finfo(x.dtype).tiny  # constant features
             covariance = covariance + torch.diag(floor.expand(x.shape[1]))
         return ComponentPrior(mean=prior_mean, mean_precision=float(self.prior_precision), covariance=covariance,
@@ -315,8 +310,7 @@ class StickMixture(MixtureEstimator):
         """The papers' MAP assignments ([DPM-SGA] eq. (15), [PYPM-sVMM] eq. (20)) unless asked
         otherwise; vi and natgrad-svi sum them out."""
         if self.assignment is None:  # soft for a learned spread: hard VB cuts overlapping clusters apart
-            learned = self._family().covariance not in ("fixed", None)
-            return self.inference not in ("vi", "natgrad-svi") and not learned
+            return self.inference not in ("vi", "natgrad-svi") and not self._family().learns_spread
         if self.inference == "sga-fisher" and self.assignment == "soft":
             # F collects r_nk^2 while g collects r_nk: diffuse clusters get steps of order 1 / r_nk
             raise ValueError("assignment='soft' does not suit sga-fisher: its per-sample Fisher needs "
@@ -414,7 +408,8 @@ class StickMixture(MixtureEstimator):
         weights = log_w[keep].exp()
         self.means_, self.weights_, self.n_clusters_ = means[keep], weights / weights.sum(), int(keep.numel())
         # the learned spreads, one per cluster ({} for a fixed scale)
-        self.components_ = {name: value[keep] for name, value in point.items() if name not in ("means", "std")}
+        self.components_ = {name: value[keep] for name, value in point.items()
+                            if name != "means" and family.learns_spread}
         self.sticks_ = weights_to_sticks(self.weights_)
         # renormalising the kept weights shifts every column alike: the softmax is unchanged
         self.counts_ = x.new_zeros(self.n_clusters_)
@@ -426,7 +421,7 @@ class StickMixture(MixtureEstimator):
         # feature (the conjugate factor N(mean_k, std^2 / (N_k + lambda0)) for the Gaussian), and
         # the sticks' conjugate factors q(v_k) = Beta(a_k + N_k, b_k + N_{>k})
         if self.components_:  # the conjugate factor's spread of the mean, Sigma_k / (N_k + kappa0) per feature
-            variances = self._variances()
+            variances = family.variances(self._point())
             laplace = (variances / (self.counts_[:, None] + self._prior_precision())).sqrt()
         else:
             information = family.location_information(self.scale_).to(x) * torch.ones_like(self.means_)
@@ -445,25 +440,17 @@ class StickMixture(MixtureEstimator):
 
     # -- the fitted model ----------------------------------------------------------------------
     def _point(self) -> dict:
-        """The fitted clusters' point estimates, as the family's ``log_density`` takes them."""
-        if getattr(self, "components_", None):
+        """The fitted clusters' point estimates, as the family's ``log_density`` takes them: the
+        means and the learned spreads (``components_``), or the fixed scale."""
+        if self.components_:
             return {"means": self.means_, **self.components_}
         return {"means": self.means_, "std": self.scale_}
-
-    def _variances(self) -> torch.Tensor:
-        """Each fitted cluster's variance per feature, (K, D)."""
-        covariances = self.covariances_
-        if covariances.ndim == 3:
-            return covariances.diagonal(dim1=-2, dim2=-1)
-        return covariances if covariances.ndim == 2 else covariances[:, None].expand_as(self.means_)
 
     @property
     def covariances_(self) -> torch.Tensor:
         """The clusters' covariances at the fitted precisions, in scikit-learn's shapes: (K, D, D)
         full, (K, D) diag and fixed, (K,) spherical."""
         self._check_fitted()
-        if not self.components_:
-            return (self.scale_**2).expand_as(self.means_).clone()
         return self._family().covariances(self._point())
 
     def _logits(self, x, out=None):

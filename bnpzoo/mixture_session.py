@@ -142,7 +142,8 @@ class StochasticSession:
 
     def _table(self, x, means, sticks, variances):
         """ln pi_k + E_q ln f(x_n | mu_k), (M, K)."""
-        table = stick_breaking_log_weights(sticks) + self.family.log_density(x, {"means": means, "std": self.prior["std"]})
+        point = {"means": means, "std": self.prior["std"]}
+        table = stick_breaking_log_weights(sticks) + self.family.log_density(x, point)
         return table if variances is None else table - occam_penalty(variances, self.information)
 
     # -- the hooks of run_svi ----------------------------------------------------------------

@@ -150,29 +150,31 @@ class Assignments:
         if self.overlap is None:
             return []
         diagonal = self.overlap.diagonal().clamp_min(torch.finfo(self.overlap.dtype).tiny)
-        correlation = (self.overlap**2 / diagonal[:, None] / diagonal[None, :]).triu(1)
-        order = torch.argsort(correlation.flatten(), descending=True)
+        correlation = (self.overlap**2 / diagonal[:, None] / diagonal[None, :]).triu(1).flatten()
+        above = (correlation > floor).nonzero()[:, 0]
         k = self.overlap.shape[0]
-        pairs = [(int(i) // k, int(i) % k) for i in order[: k * (k - 1) // 2]]
-        return [(j, i) for j, i in pairs if float(correlation[j, i]) > floor]
+        return [divmod(i, k) for i in above[torch.argsort(correlation[above], descending=True)].tolist()]
 
 
-def expectation(x, family, q, prior, sticks, hard: bool, labels=None) -> tuple[torch.Tensor, Assignments]:
+def expectation(x, family, q, point, prior, sticks, hard: bool, labels=None,
+                overlap: bool = False) -> tuple[torch.Tensor, Assignments]:
     """One pass over x in blocks of rows (``ops.row_blocks``: no N x K table): the data term of
     the objective (hard: of ``labels`` under these factors; soft: z summed out) and step 1's new
-    assignments (eq. (15)) as ``Assignments``."""
+    assignments (eq. (15)) as ``Assignments``, with the responsibilities' overlap where asked
+    (``overlap``: for merge moves). The scores are the family's ``expected_log_density`` at q's
+    point estimate ``point``, computed once for the whole pass."""
     k = sticks.shape[0] + 1
     value = x.new_zeros((), dtype=torch.float64)
     stats = None
-    overlap = x.new_zeros(k, k, dtype=torch.float64)
+    products = x.new_zeros(k, k, dtype=torch.float64) if overlap else None
     new_labels = torch.empty(x.shape[0], dtype=torch.long, device=x.device) if hard else None
-    point, correction = family.point(q, prior), family.correction(q).to(x.dtype)
     log_weights = stick_breaking_log_weights(sticks.to(x.dtype))
     for rows in passes(x, k):
         block = x[rows]
-        scores = family.log_density(block, point) + (correction + log_weights)
-        resp = torch.softmax(scores, 1)
-        overlap += (resp.T @ resp).double()
+        scores = family.expected_log_density(block, q, prior, point, log_weights)
+        resp = torch.softmax(scores, 1) if overlap or not hard else None
+        if overlap:
+            products += (resp.T @ resp).double()
         if hard:
             old = labels[rows]
             value += scores.gather(1, old.clamp_min(0)[:, None]).squeeze(1).masked_fill(old < 0, 0).sum()
@@ -182,7 +184,7 @@ def expectation(x, family, q, prior, sticks, hard: bool, labels=None) -> tuple[t
             value += torch.logsumexp(scores, 1).sum()
             part = family.statistics(block, resp, prior)
         stats = part if stats is None else family.add(stats, part)
-    return value, Assignments(stats, new_labels, overlap)
+    return value, Assignments(stats, new_labels, products)
 
 
 def assignment_scores(x, means, sticks, std, penalty=0.0):
@@ -215,8 +217,7 @@ def split_cluster(x, assignments, cluster, family, prior, seed):
     if members.numel() < 4:
         return None
     rows = x[members]
-    spread = rows.std(0).clamp_min(torch.finfo(x.dtype).tiny ** 0.5)
-    _, halves = kmeans(rows / spread, 2, n_init=1, seed=seed)
+    _, halves = kmeans(rows / family.split_units(rows, prior), 2, n_init=1, seed=seed)
     labels = assignments.labels.clone()
     labels[members[halves == 1]] = assignments.counts.numel()
     return Assignments.from_labels(x, labels, assignments.counts.numel() + 1, family, prior)
@@ -280,12 +281,13 @@ def _phase(x, assignments, fit, bar, *, family, prior, sticks_prior, n_clusters,
            prune_threshold, guard, splits, merges):
     """Iterate steps 1-4 under one prior until convergence; returns (assignments, converged)."""
 
-    def maximise(assignments):  # steps 3-4, then one pass: the objective they reach, step 1's assignments
+    def maximise(assignments):  # steps 3-4, then one pass: (q, its point, sticks), step 1's assignments, objective
         q = family.natural(assignments.stats, prior)
+        point = family.point(q, prior)
         sticks = update_sticks(assignments.counts, **sticks_prior)
-        data_term, new = expectation(x, family, q, prior, sticks, hard, assignments.labels)
+        data_term, new = expectation(x, family, q, point, prior, sticks, hard, assignments.labels, overlap=merges)
         value = data_term + stick_log_prior(sticks, **sticks_prior, n_sticks=n_clusters - 1) - family.kl(q, prior)
-        return q, sticks.to(x.dtype), new, value.item()
+        return (q, point, sticks.to(x.dtype)), new, value.item()
 
     def reorganise(assignments):  # step 2's order and pruning
         return reorder_and_prune(assignments.counts, sticks_prior["alpha"], prune_threshold, sticks_prior["discount"])
@@ -295,9 +297,9 @@ def _phase(x, assignments, fit, bar, *, family, prior, sticks_prior, n_clusters,
         # step 2: reorder by size, prune dead clusters; kept only where it does not lower the objective
         keep = reorganise(assignments)
         moved = not torch.equal(keep, torch.arange(assignments.counts.numel(), device=keep.device))
-        fit.q, fit.sticks, new, value = maximise(assignments.select(keep))
+        estimates, new, value = maximise(assignments.select(keep))
         if guard and moved and trace and value < trace[-1]:
-            fit.q, fit.sticks, new, value = maximise(assignments)
+            estimates, new, value = maximise(assignments)
         else:
             assignments = assignments.select(keep)
         if splits and assignments.counts.numel() < n_clusters:  # a split move, kept if the objective rises
@@ -305,10 +307,10 @@ def _phase(x, assignments, fit, bar, *, family, prior, sticks_prior, n_clusters,
             if proposal is not None:
                 proposal = proposal.select(reorganise(proposal))
                 step = maximise(proposal)
-                if step[3] > value:
-                    (fit.q, fit.sticks, new, value), assignments = step, proposal
+                if step[2] > value:
+                    (estimates, new, value), assignments = step, proposal
             refused = 0 if proposal is not None and assignments is proposal else refused + 1
-        fit.point = family.point(fit.q, prior)
+        fit.q, fit.point, fit.sticks = estimates
         trace.append(value)
         fit.objective_trace.append(value)
         fit.seconds.append(time.perf_counter() - fit.clock_start)
@@ -340,6 +342,6 @@ def _merge(assignments, maximise, reorganise, value):
     for j, k in assignments.merge_candidates()[: assignments.counts.numel()]:
         proposal = assignments.merge(j, k)
         proposal = proposal.select(reorganise(proposal))
-        if maximise(proposal)[3] > value:
+        if maximise(proposal)[2] > value:
             return proposal
     return None

@@ -81,7 +81,8 @@ def _learned_covariance(data, n, truncation, alpha, covariance, sigma, m0, prior
     log_weights = stick_weights(truncation, alpha, 0.0, like=m0)  # the site v
     with pyro.plate("clusters", truncation, dim=-1):
         if covariance == "full":
-            lam = pyro.sample("precision", dist.Wishart(torch.tensor(nu0).to(m0), covariance_matrix=torch.linalg.inv(nu0 * cov0)))
+            scale = torch.linalg.inv(nu0 * cov0)  # W0: E[Lambda_k] = nu0 W0 = Sigma0^-1
+            lam = pyro.sample("precision", dist.Wishart(torch.tensor(nu0).to(m0), covariance_matrix=scale))
             mu = pyro.sample("mu", dist.MultivariateNormal(m0, precision_matrix=prior_precision * lam))
         else:
             variances = cov0.diagonal()

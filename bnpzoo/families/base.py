@@ -57,6 +57,7 @@ class ConjugateFamily:
 
     name = "conjugate"
     closed_forms = frozenset({"vmm", "natural"})
+    learns_spread = True  # each cluster's spread is a parameter (its point estimate beside the means)
     # kappa0 of the learners' pruning phase (``inference.vmm``): none for a learned spread, whose
     # merge moves close the clusters K-means split off (on three blobs of 200 rows a phase at 20 left
     # a fourth cluster of 2 outlying rows, at a bound 3 nats lower than without it)
@@ -77,20 +78,29 @@ class ConjugateFamily:
         count = torch.bincount(index, minlength=k + 1).double()
         total = xc.new_zeros(k + 1, xc.shape[1]).index_add_(0, index, xc)
         stats = {"count": count[:k], "sum": total[:k]}
-        for name, value in self._label_second_moments(xc, index, k + 1).items():
+        for name, value in self._label_second_moments(xc, index, count).items():
             stats[name] = value[:k]
         return stats
 
     def _second_moments(self, xc, w) -> dict:
         return {}
 
-    def _label_second_moments(self, xc, index, k) -> dict:
+    def _label_second_moments(self, xc, index, count) -> dict:
+        """The second moments of rows ``xc`` by cluster ``index`` (``count`` rows each)."""
         return {}
 
-    def expected_log_density(self, x: torch.Tensor, q: dict, prior: ComponentPrior) -> torch.Tensor:
-        """E_q ln f(x_n | theta_k), (N, K): ln f at q's point estimate plus ``correction`` (what the
-        expectation adds, one number per cluster)."""
-        return self.log_density(x, self.point(q, prior)) + self.correction(q).to(x.dtype)
+    def split_units(self, rows: torch.Tensor, prior: ComponentPrior) -> torch.Tensor:
+        """The per-feature units in which a cluster's ``rows`` are divided by a split move: their
+        own spread."""
+        return rows.std(0).clamp_min(torch.finfo(rows.dtype).tiny ** 0.5)
+
+    def expected_log_density(self, x: torch.Tensor, q: dict, prior: ComponentPrior, point=None,
+                             log_weights=0.0) -> torch.Tensor:
+        """ln pi_k + E_q ln f(x_n | theta_k), (N, K): ln f at q's point estimate (``point``, when the
+        caller holds it already) plus ``correction`` (what the expectation adds, one number per
+        cluster) and the clusters' ``log_weights`` (none by default)."""
+        point = self.point(q, prior) if point is None else point
+        return self.log_density(x, point) + (self.correction(q).to(x.dtype) + log_weights)
 
     def select(self, q: dict, keep: torch.Tensor) -> dict:
         """The clusters ``keep`` of the factors q, in that order."""

@@ -25,6 +25,7 @@ class GeneralizedGaussianFamily(ConjugateFamily):
     """x_d ~ GGD(mu_d, s_d, rho) with standard deviation ``std_d`` per feature."""
 
     covariance = "fixed"
+    learns_spread = False
 
     def __init__(self, rho: float = 2.0):
         self.rho = float(rho)
@@ -46,6 +47,17 @@ class GeneralizedGaussianFamily(ConjugateFamily):
 
     def log_density(self, x: torch.Tensor, point: dict) -> torch.Tensor:
         return generalized_gaussian_log_density(x, point["means"], point["std"], self.rho)
+
+    @staticmethod
+    def variances(point: dict) -> torch.Tensor:
+        """std_d^2 for every cluster, (K, D) (also scikit-learn's "diag" ``covariances_``)."""
+        return (point["std"] ** 2).expand_as(point["means"]).clone()
+
+    covariances = variances
+
+    def split_units(self, rows: torch.Tensor, prior: ComponentPrior) -> torch.Tensor:
+        """The component scale: a split divides a cluster where the model measures distance."""
+        return prior.std
 
     def location_information(self, std) -> torch.Tensor:
         """Fisher information of a component's location per feature, rho^2 Gamma(2 - 1/rho) /

@@ -39,8 +39,8 @@ class NormalGammaFamily(ConjugateFamily):
     def _second_moments(self, xc, w):
         return {"squares": w.T @ (xc * xc)}
 
-    def _label_second_moments(self, xc, index, k):
-        return {"squares": xc.new_zeros(k, xc.shape[1]).index_add_(0, index, xc * xc)}
+    def _label_second_moments(self, xc, index, count):
+        return {"squares": xc.new_zeros(count.shape[0], xc.shape[1]).index_add_(0, index, xc * xc)}
 
     def _prior_variances(self, prior: ComponentPrior) -> torch.Tensor:
         variances = prior.covariance.diagonal()
@@ -100,4 +100,9 @@ class NormalGammaFamily(ConjugateFamily):
 
     def covariances(self, point: dict) -> torch.Tensor:
         """1 / E[tau_kd]: (K, D), or (K,) pooled (scikit-learn's ``covariances_``)."""
-        return 1 / (point["precisions"][:, 0] if self.pooled else point["precisions"])
+        return 1 / self.precision(point)
+
+    @staticmethod
+    def variances(point: dict) -> torch.Tensor:
+        """1 / E[tau_kd] per feature, (K, D)."""
+        return 1 / point["precisions"]

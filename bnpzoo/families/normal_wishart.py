@@ -57,10 +57,10 @@ class NormalWishartFamily(ConjugateFamily):
             scatter[k] = (xc * w[:, k:k + 1]).T @ xc
         return {"scatter": scatter}
 
-    def _label_second_moments(self, xc, index, k):
+    def _label_second_moments(self, xc, index, count):
         order = torch.argsort(index)
-        sizes = torch.bincount(index, minlength=k).tolist()
-        scatter = xc.new_zeros(k, xc.shape[1], xc.shape[1])
+        sizes = count.long().tolist()  # one host sync a block: the rows of each cluster, contiguous
+        scatter = xc.new_zeros(len(sizes), xc.shape[1], xc.shape[1])
         for j, rows in enumerate(torch.split(xc[order], sizes)):
             if rows.shape[0]:
                 scatter[j] = rows.T @ rows
@@ -130,3 +130,7 @@ class NormalWishartFamily(ConjugateFamily):
         ``covariances_``)."""
         f = point["precision_factor"]
         return torch.linalg.inv(f @ f.transpose(-2, -1))
+
+    def variances(self, point: dict) -> torch.Tensor:
+        """The diagonal of ``covariances``, (K, D)."""
+        return self.covariances(point).diagonal(dim1=-2, dim2=-1)

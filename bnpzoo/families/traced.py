@@ -4,6 +4,8 @@ import torch
 from pyro import poutine
 from pyro.infer import config_enumerate
 
+from bnpzoo.families.generalized_gaussian import GeneralizedGaussianFamily
+
 
 class TracedFamily:
     """The component table of any program that follows the mixture contract (sites ``v``, ``mu``,
@@ -14,6 +16,7 @@ class TracedFamily:
     closed_forms = frozenset()
     name = "user program"
     covariance = None
+    learns_spread = False
 
     def __init__(self, model, model_kwargs: dict):
         self.model, self.model_kwargs = model, model_kwargs
@@ -29,6 +32,9 @@ class TracedFamily:
             trace = poutine.trace(program).get_trace(x, **dict(self.model_kwargs, truncation=k))
         site = trace.nodes["x"]
         return site["fn"].log_prob(site["value"]).reshape(k, x.shape[0]).T
+
+    # the program's fixed scale std_d for every cluster
+    covariances = staticmethod(GeneralizedGaussianFamily.variances)
 
     def location_information(self, std) -> torch.Tensor:
         """Unknown for a user's likelihood: that of a Gaussian with the program's scale."""
