@@ -67,7 +67,7 @@ all with one fixed diagonal variance sigma^2 (the model of [DPM-SGA]).
         """``covariance``, or what None resolves to: "full" for vmm when no sigma is given and the
         data hold at least 5 samples per parameter of a cluster's covariance (N >= 5 D (D + 1) / 2),
         else "fixed". On scikit-learn's digits (1,797 x 64: 2,080 parameters a cluster) "full" gave
-        NMI 0.33 and "fixed" 0.74; the six real tables of ``reports/families.md`` (4 to 9 features)
+        NMI 0.33 and "fixed" 0.74; the five real tables of ``reports/families.md`` (4 to 9 features)
         all pass the test but glass (214 x 9), where "diag" was best."""
         if self.covariance is not None:
             return self.covariance

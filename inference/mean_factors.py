@@ -36,8 +36,10 @@ def occam_penalty(variances, information) -> torch.Tensor:
     return 0.5 * (variances * information).sum(1)
 
 
-def means_kl(means, variances, *, std, prior_mean, prior_precision) -> torch.Tensor:
-    """sum_k KL(N(m_k, tau_k^2) || N(m0, std^2 / lambda0)) over the K clusters and D features."""
+def means_kl(means, variances, *, std, prior_mean, prior_precision, per_cluster=False) -> torch.Tensor:
+    """sum_k KL(N(m_k, tau_k^2) || N(m0, std^2 / lambda0)) over the K clusters and D features (with
+    ``per_cluster``, one sum per cluster, (K,))."""
     prior_var = torch.as_tensor(std, dtype=means.dtype, device=means.device) ** 2 / prior_precision
     ratio = variances / prior_var
-    return 0.5 * (ratio + (means - prior_mean) ** 2 / prior_var - 1 - ratio.log()).sum()
+    terms = 0.5 * (ratio + (means - prior_mean) ** 2 / prior_var - 1 - ratio.log())
+    return terms.sum(1) if per_cluster else terms.sum()

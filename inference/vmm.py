@@ -37,6 +37,14 @@ iterations run to convergence under the stronger prior first, then continue unde
 own: the clusters pruned in the first phase stay pruned, and the means end at the model's MAP.
 The objective changes at the switch (it is monotone within each phase).
 
+Merge moves (``merge_moves=True``; the estimators turn them on for the families that learn a
+spread). After each iteration, pairs of clusters whose responsibilities correlate are scored on
+the memoized bound (``_merge``: the objective at fixed responsibilities is a function of the
+clusters' statistics and entropies, so no pass over the data), and the merges that raise it are
+made; once the assignments settle, the best three candidates are also checked with a pass each.
+Every accepted merge raises the objective, so the trace stays monotone. Without them, a learned
+spread leaves one Gaussian cloud in 3 to 50 pieces (``benchmarks/reports/families.md``).
+
 Split moves (``split_moves=True``, the last phase only). The steps above move one sample at a
 time and only ever empty clusters: a cost or a gain that belongs to a whole cluster (its stick's
 prior, the Occam term) never decides anything, and no cluster is ever opened. A split move divides
@@ -111,7 +119,13 @@ class Assignments:
 
     stats: dict
     labels: torch.Tensor | None = None
-    overlap: torch.Tensor | None = None  # sum_n r_nk r_nj of the soft responsibilities, (K, K)
+    # for merge moves (the memoized bound, ``_merge``): sum_n r_nk r_nj of the soft responsibilities
+    # (K, K); the entropy -sum_n r_nk ln r_nk of each cluster's (K,); candidate pairs (P, 2) and the
+    # entropy of each pair's summed responsibilities (P,) (all 0 for hard assignments)
+    overlap: torch.Tensor | None = None
+    entropy: torch.Tensor | None = None
+    pairs: torch.Tensor | None = None
+    pair_entropy: torch.Tensor | None = None
 
     @property
     def counts(self) -> torch.Tensor:
@@ -128,53 +142,78 @@ class Assignments:
 
     def select(self, keep: torch.Tensor) -> "Assignments":
         """The clusters ``keep`` in that order (step 2)."""
+        position = torch.full((self.counts.numel() + 1,), -1, dtype=torch.long, device=keep.device)
+        position[keep] = torch.arange(keep.numel(), device=keep.device)
+        labels = None if self.labels is None else position[self.labels]  # -1 indexes the extra last entry, -1
+        overlap = None if self.overlap is None else self.overlap[keep][:, keep]
+        entropy = None if self.entropy is None else self.entropy[keep]
+        pairs, pair_entropy = self.pairs, self.pair_entropy
+        if pairs is not None:
+            pairs = position[pairs]
+            both = (pairs >= 0).all(1)
+            pairs, pair_entropy = pairs[both], pair_entropy[both]
+        return Assignments({name: value[keep] for name, value in self.stats.items()}, labels, overlap, entropy,
+                           pairs, pair_entropy)
+
+    def merge(self, chosen: list[int]) -> "Assignments":
+        """The candidate pairs ``chosen`` (indices into ``pairs``, no cluster in two of them) each
+        made one cluster, in the first one's place: statistics, overlaps and labels add, the entropy
+        is the pair's."""
+        j, k = self.pairs[chosen].T
+        stats = {name: value.clone().index_add_(0, j, value[k]) for name, value in self.stats.items()}
+        entropy = self.entropy.clone()
+        entropy[j] = self.pair_entropy[chosen]
+        overlap = self.overlap.clone().index_add_(0, j, self.overlap[k])
+        overlap = overlap.index_add_(1, j, overlap[:, k])
         labels = self.labels
         if labels is not None:
-            position = torch.full((self.counts.numel() + 1,), -1, dtype=labels.dtype, device=labels.device)
-            position[keep] = torch.arange(keep.numel(), device=labels.device)
-            labels = position[labels]  # -1 indexes the extra last entry, -1 itself
-        return Assignments({name: value[keep] for name, value in self.stats.items()}, labels)
+            target = torch.arange(self.counts.numel() + 1, device=labels.device)
+            target[k] = j
+            labels = target[labels]  # -1 is the last entry, itself
+        rest = torch.ones(self.counts.numel(), dtype=torch.bool, device=j.device)
+        rest[k] = False
+        return Assignments(stats, labels, overlap, entropy).select(rest.nonzero()[:, 0])
 
-    def merge(self, j: int, k: int) -> "Assignments":
-        """Clusters j and k as one (in j's place, k removed): their statistics add."""
-        stats = {name: value.clone() for name, value in self.stats.items()}
-        for value in stats.values():
-            value[j] += value[k]
-        labels = None if self.labels is None else torch.where(self.labels == k, j, self.labels)
-        rest = torch.cat([torch.arange(k), torch.arange(k + 1, self.counts.numel())]).to(self.counts.device)
-        return Assignments(stats, labels).select(rest)
-
-    def merge_candidates(self, floor: float = 1e-6) -> list[tuple[int, int]]:
-        """Pairs of clusters by their responsibilities' correlation r_jk^2 / (r_jj r_kk), the most
-        correlated first, those above ``floor`` only (clusters that share no rows are not tried)."""
+    def merge_candidates(self, floor: float = 1e-6) -> torch.Tensor:
+        """Pairs of clusters (P, 2) by their responsibilities' correlation r_jk^2 / (r_jj r_kk), the
+        most correlated first, at most K of them, those above ``floor`` only (clusters that share no
+        rows are not tried); none before a pass has measured the overlaps."""
+        k = self.counts.numel()
         if self.overlap is None:
-            return []
+            return torch.empty(0, 2, dtype=torch.long, device=self.counts.device)
         diagonal = self.overlap.diagonal().clamp_min(torch.finfo(self.overlap.dtype).tiny)
         correlation = (self.overlap**2 / diagonal[:, None] / diagonal[None, :]).triu(1).flatten()
         above = (correlation > floor).nonzero()[:, 0]
-        k = self.overlap.shape[0]
-        return [divmod(i, k) for i in above[torch.argsort(correlation[above], descending=True)].tolist()]
+        best = above[torch.argsort(correlation[above], descending=True)][:k]
+        return torch.stack([best // k, best % k], 1)
 
 
 def expectation(x, family, q, point, prior, sticks, hard: bool, labels=None,
-                overlap: bool = False) -> tuple[torch.Tensor, Assignments]:
+                pairs: torch.Tensor | None = None) -> tuple[torch.Tensor, Assignments]:
     """One pass over x in blocks of rows (``ops.row_blocks``: no N x K table): the data term of
     the objective (hard: of ``labels`` under these factors; soft: z summed out) and step 1's new
-    assignments (eq. (15)) as ``Assignments``, with the responsibilities' overlap where asked
-    (``overlap``: for merge moves). The scores are the family's ``expected_log_density`` at q's
-    point estimate ``point``, computed once for the whole pass."""
+    assignments (eq. (15)) as ``Assignments``; with candidate ``pairs`` (P, 2) (merge moves), also
+    the responsibilities' overlap and entropies (the ``Assignments`` fields). The scores are the
+    family's ``expected_log_density`` at q's point estimate ``point``, computed once for the pass."""
     k = sticks.shape[0] + 1
     value = x.new_zeros((), dtype=torch.float64)
     stats = None
-    products = x.new_zeros(k, k, dtype=torch.float64) if overlap else None
+    merges = pairs is not None
+    if merges:
+        products = x.new_zeros(k, k, dtype=torch.float64)
+        entropy, pair_entropy = x.new_zeros(k, dtype=torch.float64), x.new_zeros(len(pairs), dtype=torch.float64)
     new_labels = torch.empty(x.shape[0], dtype=torch.long, device=x.device) if hard else None
     log_weights = stick_breaking_log_weights(sticks.to(x.dtype))
     for rows in passes(x, k):
         block = x[rows]
         scores = family.expected_log_density(block, q, prior, point, log_weights)
-        resp = torch.softmax(scores, 1) if overlap or not hard else None
-        if overlap:
+        resp = torch.softmax(scores, 1) if merges or not hard else None
+        if merges:
             products += (resp.T @ resp).double()
+            if not hard:  # a hard assignment's entropy is 0, alone or merged
+                entropy -= torch.xlogy(resp, resp).sum(0).double()
+                summed = resp[:, pairs[:, 0]] + resp[:, pairs[:, 1]]
+                pair_entropy -= torch.xlogy(summed, summed).sum(0).double()
         if hard:
             old = labels[rows]
             value += scores.gather(1, old.clamp_min(0)[:, None]).squeeze(1).masked_fill(old < 0, 0).sum()
@@ -184,7 +223,9 @@ def expectation(x, family, q, point, prior, sticks, hard: bool, labels=None,
             value += torch.logsumexp(scores, 1).sum()
             part = family.statistics(block, resp, prior)
         stats = part if stats is None else family.add(stats, part)
-    return value, Assignments(stats, new_labels, products)
+    if merges:
+        return value, Assignments(stats, new_labels, products, entropy, pairs, pair_entropy)
+    return value, Assignments(stats, new_labels)
 
 
 def assignment_scores(x, means, sticks, std, penalty=0.0):
@@ -285,9 +326,19 @@ def _phase(x, assignments, fit, bar, *, family, prior, sticks_prior, n_clusters,
         q = family.natural(assignments.stats, prior)
         point = family.point(q, prior)
         sticks = update_sticks(assignments.counts, **sticks_prior)
-        data_term, new = expectation(x, family, q, point, prior, sticks, hard, assignments.labels, overlap=merges)
-        value = data_term + stick_log_prior(sticks, **sticks_prior, n_sticks=n_clusters - 1) - family.kl(q, prior)
+        pairs = assignments.merge_candidates() if merges else None
+        data_term, new = expectation(x, family, q, point, prior, sticks, hard, assignments.labels, pairs)
+        value = data_term + stick_log_prior(sticks, **sticks_prior, n_sticks=n_clusters - 1) - family.kl(q, prior).sum()
         return (q, point, sticks.to(x.dtype)), new, value.item()
+
+    def cluster_terms(stats, entropy):  # the memoized bound's terms of each cluster (its statistics alone)
+        q = family.natural(stats, prior)
+        return family.expected_data_term(q, stats, prior) + entropy - family.kl(q, prior)
+
+    def stick_terms(counts):  # the rest: sum_k N_k ln pi_k + ln p_u(v) at the sticks' optimum for the counts
+        sticks = update_sticks(counts, **sticks_prior)
+        return (counts * stick_breaking_log_weights(sticks)).sum() + stick_log_prior(sticks, **sticks_prior,
+                                                                                      n_sticks=n_clusters - 1)
 
     def reorganise(assignments):  # step 2's order and pruning
         return reorder_and_prune(assignments.counts, sticks_prior["alpha"], prune_threshold, sticks_prior["discount"])
@@ -328,20 +379,61 @@ def _phase(x, assignments, fit, bar, *, family, prior, sticks_prior, n_clusters,
         # settled: a whole round of split proposals refused, or no room left for another cluster
         settled = not splits or refused >= k or k >= n_clusters
         assignments = new
-        if settled_assignments and settled:
-            merged = merges and _merge(assignments, maximise, reorganise, value)
-            if not merged:
-                return assignments, True
-            assignments = merged
+        converged = settled_assignments and settled
+        if merges:  # memoized merges at every iteration (no pass); those that need one once settled
+            merged = _merge(assignments, cluster_terms, stick_terms, lambda a: maximise(a.select(reorganise(a)))[2],
+                            value, tries=3 if converged else 0)
+            if merged:
+                assignments, converged = merged, False
+        if converged:
+            return assignments, True
 
 
-def _merge(assignments, maximise, reorganise, value):
-    """A merge move: pairs of clusters in order of their responsibilities' correlation, the first
-    whose merge raises the objective above ``value`` (one pass over the data each); its
-    assignments, or None when every candidate was refused (at most K tries)."""
-    for j, k in assignments.merge_candidates()[: assignments.counts.numel()]:
-        proposal = assignments.merge(j, k)
-        proposal = proposal.select(reorganise(proposal))
-        if maximise(proposal)[2] > value:
+def _merge(assignments, cluster_terms, stick_terms, evaluate, value, tries: int = 3):
+    """Merge moves, scored first on the memoized bound (Hughes and Sudderth, NeurIPS 2013): the
+    objective at fixed responsibilities, the merged pairs' summed, is the sum of ``cluster_terms``
+    (each cluster's expected data term, entropy and -KL, from its statistics) and ``stick_terms``
+    (of the counts), so a candidate costs no pass over the data and O(K) beyond its own cluster.
+    Candidates in order of their own gain, each kept when it raises the objective further (pairs
+    sharing no cluster). The memoized gain is a lower bound (the responsibilities are not
+    re-optimised): pieces of one Gaussian cloud gain only once the rows move, so when no candidate
+    gains, the ``tries`` best are evaluated with a pass each (``evaluate``: the next iteration's
+    objective). Returns the merged assignments, or None when nothing raises the objective above
+    ``value`` (the last iteration's) and the current state's. The next iteration's objective is at
+    least the memoized one in this order (it maximises over q, the sticks and the responsibilities),
+    so the trace stays monotone."""
+    pairs = assignments.pairs
+    if pairs is None or not len(pairs):
+        return None
+    counts = assignments.counts
+    terms = cluster_terms(assignments.stats, assignments.entropy)
+    j, k = pairs.T
+    merged_terms = cluster_terms({name: value[j] + value[k] for name, value in assignments.stats.items()},
+                                 assignments.pair_entropy)
+    base = terms.sum()
+
+    def objective(chosen):  # of the current state with the pairs ``chosen`` merged
+        rest = torch.ones_like(counts, dtype=torch.bool)
+        rest[k[chosen]] = False
+        merged_counts = counts.clone().index_add_(0, j[chosen], counts[k[chosen]])[rest]
+        gain = (merged_terms[chosen] - terms[j[chosen]] - terms[k[chosen]]).sum()
+        return float(base + gain + stick_terms(merged_counts))
+
+    best = max(value, objective([]))
+    gains = sorted(((objective([p]), p) for p in range(len(pairs))), reverse=True)
+    chosen, used = [], set()
+    for gain, p in gains:
+        a, b = pairs[p].tolist()
+        if gain <= best or a in used or b in used:
+            continue
+        trial = objective(chosen + [p])
+        if trial > best:
+            chosen, best = chosen + [p], trial
+            used.update((a, b))
+    if chosen:
+        return assignments.merge(chosen)
+    for _, p in gains[:tries]:
+        proposal = assignments.merge([p])
+        if evaluate(proposal) > value:
             return proposal
     return None

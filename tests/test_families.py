@@ -67,14 +67,25 @@ def test_kl_and_expected_log_density_equal_monte_carlo(covariance):
     x, weights, prior = _problem()
     family = gaussian_family(covariance)
     q = family.natural(family.statistics(x, weights, prior), prior)
-    expected = family.expected_log_density(x[:5], q, prior)
-    kl, kl_se = 0.0, 0.0
+    expected, kl = family.expected_log_density(x[:5], q, prior), family.kl(q, prior)
     for k in range(2):
         mu, lam, log_ratio = _draws(family, q, prior, k, 40000)
-        kl, kl_se = kl + log_ratio.mean(), kl_se + log_ratio.var() / log_ratio.numel()
+        standard_error = float(log_ratio.std()) / log_ratio.numel() ** 0.5
+        assert float(kl[k]) == pytest.approx(float(log_ratio.mean()), abs=4 * standard_error)
         density = torch.distributions.MultivariateNormal(mu, precision_matrix=lam).log_prob(x[:5, None])
         assert torch.allclose(expected[:, k], density.mean(1), atol=4 * float(density.std(1).max()) / 200)
-    assert float(family.kl(q, prior)) == pytest.approx(float(kl), abs=4 * float(kl_se) ** 0.5)
+
+
+@pytest.mark.parametrize("covariance", LEARNED)
+def test_the_data_term_from_statistics_is_the_weighted_expected_log_density(covariance):
+    """sum_n w_nk E_q ln f(x_n | theta_k) from the statistics alone (the merge moves' memoized
+    bound) equals the weighted sum of the per-row table."""
+    x, weights, prior = _problem(seed=1, k=3)
+    family = gaussian_family(covariance)
+    stats = family.statistics(x, weights, prior)
+    q = family.natural(family.statistics(x, weights.flip(1), prior), prior)  # any q, not only the optimum
+    direct = (weights * family.expected_log_density(x, q, prior)).sum(0)
+    assert torch.allclose(family.expected_data_term(q, stats, prior), direct, rtol=1e-10)
 
 
 def test_gaussian_tables_equal_torch_densities():

@@ -7,11 +7,13 @@ learner needs follows from four methods:
     statistics(x, weights, prior)  the K clusters' sums, a dict of tensors with K leading
     natural(stats, prior)          q's natural parameters: the prior's plus the statistics
     expected_log_density(x, q, prior)   E_q ln f(x_n | theta_k), (N, K): the assignments' scores
-    kl(q, prior)                   sum_k KL(q(theta_k) || p(theta_k)): the bound's component term
+    kl(q, prior)                   KL(q(theta_k) || p(theta_k)), (K,): the bound's component term
 
 so that batch VMM/VB (``inference.vmm``) is: scores -> assignments -> statistics -> natural, and
 natural-gradient SVI ([PYPM-sVMM] eq. (10)) moves the natural parameters toward ``natural`` of a
-minibatch's statistics scaled to N. ``point(q, prior)`` gives the fitted point estimates
+minibatch's statistics scaled to N. A family that learns a spread also gives
+``expected_data_term(q, stats, prior)``, sum_n w_nk E_q ln f(x_n | theta_k) from the statistics
+alone (the memoized bound of merge moves, ``inference.vmm``). ``point(q, prior)`` gives the fitted point estimates
 (the means and the expected precision) that ``log_density`` scores for prediction.
 
 Rows are centred on the prior's mean m0 (the data's mean) before any sum is taken: the scatter
@@ -65,11 +67,11 @@ class ConjugateFamily:
 
     def statistics(self, x: torch.Tensor, weights: torch.Tensor, prior: ComponentPrior) -> dict:
         """N_k = sum_n w_nk, S_k = sum_n w_nk (x_n - m0) and the family's second moments, for
-        weights (N, K) (responsibilities or one-hot rows); in float64, so that sums over blocks,
-        minibatches and ranks keep their digits."""
-        xc = (x - prior.mean).double()
-        w = weights.double()
-        return {"count": w.sum(0), "sum": w.T @ xc, **self._second_moments(xc, w)}
+        weights (N, K) (responsibilities or one-hot rows): matrix products in the data's precision,
+        returned in float64, so that sums over blocks, minibatches and ranks keep their digits."""
+        xc = x - prior.mean
+        stats = {"count": weights.sum(0), "sum": weights.T @ xc, **self._second_moments(xc, weights)}
+        return {name: value.double() for name, value in stats.items()}
 
     def label_statistics(self, x: torch.Tensor, labels: torch.Tensor, k: int, prior: ComponentPrior) -> dict:
         """``statistics`` of one-hot weights from ``labels`` (-1: in no cluster), by index sums."""

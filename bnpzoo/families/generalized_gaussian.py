@@ -83,4 +83,4 @@ class GeneralizedGaussianFamily(ConjugateFamily):
     def kl(self, q: dict, prior: ComponentPrior) -> torch.Tensor:
         std = prior.std.to(q["weighted"])
         return means_kl(q["weighted"] / q["precision"][:, None], std**2 / q["precision"][:, None], std=std,
-                        prior_mean=0.0, prior_precision=prior.mean_precision)
+                        prior_mean=0.0, prior_precision=prior.mean_precision, per_cluster=True)

@@ -18,6 +18,8 @@ b_kd = (Psi_kd - w_kd^2 / kappa_k) / 2 (summed over d pooled), and
                                         - D / (2 kappa_k).
 """
 
+import math
+
 import torch
 
 from bnpzoo.families.base import ComponentPrior, ConjugateFamily
@@ -78,9 +80,21 @@ class NormalGammaFamily(ConjugateFamily):
         shape = self._gamma(q)[0][:, 0]
         return 0.5 * d * (torch.digamma(shape) - shape.log()) - d / (2 * q["kappa"])
 
+    def expected_data_term(self, q: dict, stats: dict, prior: ComponentPrior) -> torch.Tensor:
+        """sum_n w_nk E_q ln N(x_n | mu_k, diag(1 / tau_k)) from the statistics, (K,): per feature
+        N_k (psi(a_k) - ln b_kd - ln 2 pi) / 2 - a_k / (2 b_kd) (Q_kd - 2 S_kd m_kd + N_k m_kd^2), less
+        N_k D / (2 kappa_k) (rows and m_k centred)."""
+        shape, rate = self._gamma(q)
+        d, count = q["weighted"].shape[1], stats["count"]
+        m = q["weighted"] / q["kappa"][:, None]
+        spread = stats["squares"] - 2 * stats["sum"] * m + count[:, None] * m**2
+        log_precision = (torch.digamma(shape) - rate.log()).expand_as(m).sum(1)
+        return (0.5 * count * (log_precision - d * math.log(2 * math.pi) - d / q["kappa"])
+                - 0.5 * (shape / rate * spread).sum(1))
+
     def kl(self, q: dict, prior: ComponentPrior) -> torch.Tensor:
-        """sum_k KL(q(mu_k, tau_k) || p(mu_k, tau_k)): per feature 1/2 (kappa0 / kappa - 1 -
-        ln(kappa0 / kappa) + kappa0 E[tau] m^2) (m centred), plus the Gammas' KL."""
+        """KL(q(mu_k, tau_k) || p(mu_k, tau_k)) per cluster, (K,): per feature 1/2 (kappa0 / kappa - 1
+        - ln(kappa0 / kappa) + kappa0 E[tau] m^2) (m centred), plus the Gammas' KL."""
         shape, rate = self._gamma(q)
         d = q["weighted"].shape[1]
         variances0 = self._prior_variances(prior).to(rate)
@@ -92,7 +106,7 @@ class NormalGammaFamily(ConjugateFamily):
         ratio = prior.mean_precision / q["kappa"]
         means = q["weighted"] / q["kappa"][:, None]
         gaussian = 0.5 * d * (ratio - 1 - ratio.log()) + 0.5 * prior.mean_precision * (shape / rate * means**2).sum(1)
-        return gaussian.sum() + gamma_kl(shape, rate, shape0, rate0).sum()
+        return gaussian + gamma_kl(shape, rate, shape0, rate0).sum(1)
 
     def precision(self, point: dict) -> torch.Tensor:
         """The program's site ``precision`` at the point estimate: (K, D), or (K,) pooled."""
