@@ -165,8 +165,8 @@ class StickMixture(MixtureEstimator):
         family = self._family()
         if self.inference == "vmm":
             check_closed_form("vmm", "vmm", family)
-            init_means, labels, self.scale_, prior_mean = self._start(x, self._start_sample(x, KMEANS_SAMPLE),
-                                                                      label_all=True)
+            init_means, labels, self.scale_, prior_mean, _ = self._start(x, self._start_sample(x, KMEANS_SAMPLE),
+                                                                         label_all=True)
             prior = self._component_prior(x, prior_mean, self.scale_)
             fit = fit_vmm(x, labels, init_means.shape[0], family=family, prior=prior,
                           hard=self._hard_assignments(), pruning_precision=self._pruning_precision(),
@@ -179,8 +179,7 @@ class StickMixture(MixtureEstimator):
         else:
             self._session = None
             run = self._run_session(x, self.max_iter, start)
-            (means, sticks, scale), trace, seconds = self._session.estimates, run.elbo_trace, run.seconds
-            point = {"means": means, "std": self.scale_}
+            (point, sticks, scale), trace, seconds = self._session.estimates, run.elbo_trace, run.seconds
             n_iter, converged = run.n_iter, run.converged
         self._record(x, point, sticks, scale, trace, seconds, n_iter, converged, start)
         return self
@@ -218,9 +217,9 @@ class StickMixture(MixtureEstimator):
             self._resolve(x)
         passes_here = -(-x.shape[0] // self._batch_size(x.shape[0]))
         run = self._run_session(x, int(data_parallel.largest(passes_here, group)), start)
-        means, sticks, scale = self._session.estimates
+        point, sticks, scale = self._session.estimates
         previous = getattr(self, "elbo_trace_", [])
-        self._record(x, {"means": means, "std": self.scale_}, sticks, scale, previous + run.elbo_trace,
+        self._record(x, point, sticks, scale, previous + run.elbo_trace,
                      getattr(self, "elbo_seconds_", []) + run.seconds, getattr(self, "n_iter_", 0) + run.n_iter,
                      run.converged, start)
         return self
@@ -247,8 +246,10 @@ class StickMixture(MixtureEstimator):
         scikit-learn's default). The K-means cells' scale as Sigma0 left three 1-D clusters of 30,000
         rows in 7 pieces (NMI 0.69) and diagonal clusters in 10-D in 21 (``reports/families.md``)."""
         covariance = torch.diag(std**2)
-        if self._family().learns_spread and self._given_scale() is None:
-            covariance = (centred_gram(x, prior_mean) / max(x.shape[0] - 1, 1)).to(x.dtype)
+        if self._family().learns_spread and self._given_scale() is None:  # over every rank's rows
+            gram, rows = data_parallel.all_sum([centred_gram(x, prior_mean), torch.tensor(float(x.shape[0]))],
+                                               self._group())
+            covariance = (gram / max(float(rows) - 1, 1)).to(x.dtype)
             floor = covariance.diagonal().mean() * 1e-6 + torch.finfo(x.dtype).tiny  # constant features
             covariance = covariance + torch.diag(floor.expand(x.shape[1]))
         return ComponentPrior(mean=prior_mean, mean_precision=float(self.prior_precision), covariance=covariance,
@@ -267,9 +268,9 @@ class StickMixture(MixtureEstimator):
 
     def _start(self, x, sample, label_all=False):
         """K-means on ``sample`` ([DPM-SGA] Algorithm 1, 3.iv) in the units of the component scale,
-        the scale itself (per feature, the module docstring) and the prior's centre; the labels of
-        ``sample``, or with ``label_all`` each row of x's nearest centre. In a data-parallel fit the
-        ranks' samples are stacked and rank 0's start is every rank's."""
+        the scale itself (per feature, the module docstring), the prior's centre, and the sample; the
+        labels of ``sample``, or with ``label_all`` each row of x's nearest centre. In a data-parallel
+        fit the ranks' samples are stacked (the sample returned) and rank 0's start is every rank's."""
         group = self._group()
         sample = data_parallel.gather_rows(sample, group)
         std = self._scale_tensor(x)
@@ -285,7 +286,8 @@ class StickMixture(MixtureEstimator):
             labels = nearest_centres(x, centres, metric)
         sums, rows = data_parallel.all_sum([column_sums(x), torch.tensor(float(x.shape[0]), dtype=torch.float64)],
                                            group)
-        return data_parallel.from_first((centres * metric, labels, std, (sums / rows).to(x.dtype)), group)
+        start = data_parallel.from_first((centres * metric, labels, std, (sums / rows).to(x.dtype)), group)
+        return (*start, sample)
 
     def _validate_params(self):
         super()._validate_params()
@@ -337,20 +339,28 @@ class StickMixture(MixtureEstimator):
             # vi starts from all the rows (from a sample of each rank's, in a data-parallel fit)
             floor = batch if self.inference != "vi" else x.shape[0] if group is None else KMEANS_SAMPLE
             sample = self._start_sample(x, floor)
-            init_means, labels, std, prior_mean = self._start(x, sample)
+            init_means, labels, std, prior_mean, sample = self._start(x, sample)
             (n,) = data_parallel.all_sum([torch.tensor(float(x.shape[0]))], group)
-            counts = torch.bincount(labels, minlength=init_means.shape[0]).to(x.dtype) * (float(n) / labels.numel())
+            k, share = init_means.shape[0], float(n) / labels.numel()
+            counts = torch.bincount(labels, minlength=k).to(x.dtype) * share
             order, _ = sort_by_size(counts, **self._stick_prior())
-            self._session = self._new_session(init_means[order], counts[order], std, prior_mean)
+            prior = self._component_prior(x, prior_mean, std)
+            init_stats = None
+            if LEARNERS[self.inference].guide == "natural":  # the start's statistics, scaled to N
+                stats = self._family().label_statistics(sample, labels, k, prior)
+                init_stats = {name: share * value[order] for name, value in stats.items()}
+            self._session = self._new_session(init_means[order], counts[order], std, prior_mean, prior, init_stats)
             self.scale_ = std
         return self._session.run(x, max_iter=max_iter, batch_size=batch, tol=self.tol, clock_start=clock_start,
                                  verbose=self.verbose, group=group)
 
-    def _new_session(self, init_means, counts, std, prior_mean) -> StochasticSession:
+    def _new_session(self, init_means, counts, std, prior_mean, component_prior=None,
+                     init_stats=None) -> StochasticSession:
         prior = dict(std=std, prior_mean=prior_mean, prior_precision=self.prior_precision, **self._stick_prior())
         return StochasticSession(
             self.inference, self._program(), self._family(), init_means, counts,
             model_kwargs=self._program_kwargs(std, prior_mean), prior=prior, log_prior=self._log_prior,
+            component_prior=component_prior, init_stats=init_stats,
             occam=self._occam, pruning_precision=self._pruning_precision(), pruning_steps=self.max_iter // 2,
             guide=self.guide, hard=self._hard_assignments(), learning_rate=self.learning_rate,
             prune_threshold=self.prune_threshold)
@@ -378,7 +388,12 @@ class StickMixture(MixtureEstimator):
         k = int(state["model_kwargs"]["truncation"])
         means = torch.zeros(k, self.n_features_in_, dtype=self.means_.dtype, device=self.means_.device)
         prior = state["prior"]
-        session = self._new_session(means, state["counts"], prior["std"], prior["prior_mean"])
+        component_prior, init_stats = None, None
+        if state.get("component_prior") is not None:  # a natural guide's shapes; load_state_dict sets its values
+            component_prior = ComponentPrior(**state["component_prior"])
+            init_stats = self._family().statistics(means[:1], means.new_zeros(1, k), component_prior)
+        session = self._new_session(means, state["counts"], prior["std"], prior["prior_mean"], component_prior,
+                                    init_stats)
         session.load_state_dict(state)
         return session
 

@@ -25,10 +25,11 @@ from bnpzoo import mapped
 from bnpzoo.base import get_rng_state, set_rng_state
 from bnpzoo.guides import stick_mixture as guides
 from bnpzoo.inference import data_parallel, optim as seed_optim
+from bnpzoo.families import ComponentPrior
 from bnpzoo.inference.conjugate import natural_estimate, responsibilities
 from bnpzoo.inference.fisher import gaussian_mixture_fisher, prior_curvature
 from bnpzoo.inference.mean_factors import mean_variances, occam_penalty
-from bnpzoo.inference.sticks import reorder_and_prune, update_sticks
+from bnpzoo.inference.sticks import reorder_and_prune, stick_log_prior, update_sticks
 from bnpzoo.inference.svi import SVIRun, evaluation_indices, run_svi
 from bnpzoo.inference.vmm import assign
 from bnpzoo.ops import stick_breaking_log_weights
@@ -86,8 +87,9 @@ class StochasticSession:
     """
 
     def __init__(self, learner: str, model, family, init_means, init_counts, *, model_kwargs: dict, prior: dict,
-                 log_prior, occam=True, pruning_precision=None, pruning_steps=0, guide="map", hard=False,
-                 learning_rate=None, prune_threshold=1e-3, eval_size=2000):
+                 log_prior, component_prior: ComponentPrior | None = None, init_stats: dict | None = None,
+                 occam=True, pruning_precision=None, pruning_steps=0, guide="map", hard=False, learning_rate=None,
+                 prune_threshold=1e-3, eval_size=2000):
         spec = LEARNERS[learner]
         check_closed_form(learner, spec.needs, family)
         self.model, self.family, self.log_prior, self.occam = model, family, log_prior, occam
@@ -97,6 +99,8 @@ class StochasticSession:
         if self.pruning_steps:
             prior = dict(prior, prior_precision=pruning_precision)
             model_kwargs = dict(model_kwargs, prior_precision=pruning_precision)
+            component_prior = component_prior and component_prior.with_mean_precision(pruning_precision)
+        self.component_prior = component_prior  # the natural guide's factor's prior (``families``)
         self.counts = init_counts
         self.evaluations, self.phase_starts = 0, [0]  # evaluations so far; where each prior phase began
         self.kind = guide if spec.guide == "chosen" else spec.guide
@@ -128,8 +132,7 @@ class StochasticSession:
         elif self.kind == "mean-field":
             self.guide = guides.mean_field_guide(init_means, init_sticks)
         else:
-            self.guide = guides.natural_guide(init_means, init_counts, std=prior["std"],
-                                              prior_precision=prior["prior_precision"], **self.sticks_prior)
+            self.guide = guides.natural_guide(family, component_prior, init_stats, **self.sticks_prior)
         self.loss = self._natural_loss if self.kind == "natural" else ("map" if self.hard else "enum")
         self.store_state = None
         self.rng, self.restore_rng = None, False  # the RNG states at the end of the last run
@@ -139,6 +142,18 @@ class StochasticSession:
         if not self.occam:
             return None
         return mean_variances(self.counts, self.information, self.prior["std"], self.prior["prior_precision"])
+
+    def _create_params(self, x) -> None:
+        """The guide's parameters in the param store: by running it, or by its ``create_params``."""
+        if hasattr(self.guide, "create_params"):
+            self.guide.create_params()
+        else:
+            pyro.poutine.block(self.guide)(x, **self.model_kwargs)
+
+    def _natural_factors(self):
+        """The natural guide's component factors (the family's natural parameters) and its (c1, c0)."""
+        params = guides.natural_parameters()
+        return guides.natural_factor(params), (params[guides.STICKS["c1"]], params[guides.STICKS["c0"]])
 
     def _table(self, x, means, sticks, variances):
         """ln pi_k + E_q ln f(x_n | mu_k), (M, K)."""
@@ -171,22 +186,34 @@ class StochasticSession:
 
     def _natural_loss(self, model, guide, *args, **kwargs):
         """1/2 |theta - theta_hat|^2 over the natural parameters; see ``inference.optim``."""
-        q = {key: pyro.param(name) for key, name in guides.NATURAL.items()}
+        params = {name: pyro.param(name) for name in guides.natural_parameters()}
+        factor, (c1, c0) = guides.natural_factor(params), (params[guides.STICKS["c1"]], params[guides.STICKS["c0"]])
         with torch.no_grad():
-            resp = responsibilities(self.batch, q["precision"], q["weighted"], q["c1"], q["c0"], self.prior["std"])
-            target = natural_estimate(self.batch, resp, n_total=self.data.shape[0],
-                                      prior_mean=self.prior["prior_mean"],
-                                      prior_precision=self.prior["prior_precision"], **self.sticks_prior)
-        return sum(0.5 * ((q[key] - target[key]) ** 2).sum() for key in q)
+            resp = responsibilities(self.batch, self.family, factor, self.component_prior, c1, c0)
+            target, (c1_hat, c0_hat) = natural_estimate(self.batch, resp, self.family, self.component_prior,
+                                                        n_total=self.data.shape[0], **self.sticks_prior)
+        target = {**{f"q_theta_{key}": value for key, value in target.items()},
+                  guides.STICKS["c1"]: c1_hat, guides.STICKS["c0"]: c0_hat}
+        return sum(0.5 * ((params[name] - target[name]) ** 2).sum() for name in params)
 
     def _score(self):
         """(bound, owners, soft counts), the last two scaled to N, at the point estimates on the
         fixed evaluation minibatch: the bound is (N / M) sum_n ln sum_k pi_k f(x_n | mu_k) + ln p(mu)
         + ln p_u(v) ([PYPM-sVMM] eq. (22)-(23) with z summed out; the same number for every learner,
         so their traces compare)."""
-        means, sticks, _ = guides.point_estimates(self.kind, self.prior["std"])
-        variances = self._variances()
-        scores = self._table(self.eval_batch, means, sticks, variances)
+        if self.kind == "natural":  # the conjugate factors' own expectation and KL
+            factor, (c1, c0) = self._natural_factors()
+            sticks = c1 / (c1 + c0)
+            log_weights = stick_breaking_log_weights(sticks).to(self.eval_batch.dtype)
+            scores = self.family.expected_log_density(self.eval_batch, factor, self.component_prior,
+                                                      log_weights=log_weights)
+            log_prior = (stick_log_prior(sticks, **self.sticks_prior, n_sticks=self.n_clusters - 1)
+                         - self.family.kl(factor, self.component_prior).sum())
+        else:
+            means, sticks, _ = guides.point_estimates(self.kind)
+            variances = self._variances()
+            scores = self._table(self.eval_batch, means, sticks, variances)
+            log_prior = self.log_prior(means, sticks, variances, n_clusters=self.n_clusters, **self.prior)
         # owners under the MAP assignment (eq. (15)): a cluster that owns no evaluation sample is
         # dead (soft counts never reach zero, and trailing clusters' sticks stay near 1 / j)
         owners = torch.bincount(scores.argmax(1), minlength=scores.shape[1]).to(scores.dtype)
@@ -195,8 +222,7 @@ class StochasticSession:
             [torch.logsumexp(scores, 1).sum(), owners, torch.softmax(scores, 1).sum(0),
              torch.tensor(float(scores.shape[0]))], data_parallel.group_of(self.data))
         scale = self.data.shape[0] / float(rows)
-        bound = data_sum * scale + self.log_prior(means, sticks, variances, n_clusters=self.n_clusters, **self.prior)
-        return bound, owners, soft * scale
+        return data_sum * scale + log_prior, owners, soft * scale
 
     def _evaluate(self):
         """``run_svi``'s evaluation: the bound; it keeps the owners for ``_reorganise`` and the soft
@@ -213,13 +239,22 @@ class StochasticSession:
             keep = torch.argsort(self.eval_counts, descending=True)[:2]
         if keep.numel() == self.eval_counts.numel() and bool((keep[1:] > keep[:-1]).all()):
             return  # nothing moves
-        for old, new, rows in guides.select_clusters(self.kind, keep, prior_precision=self.prior["prior_precision"],
+        for old, new, rows in guides.select_clusters(self.kind, keep, family=self.family, prior=self.component_prior,
                                                      **self.sticks_prior):
             seed_optim.carry_state(self.optim, old, new, rows)
         if self.unit == "gradient":  # eta = 1 stays a Newton step at pi_k = 1 / K for the new K
             seed_optim.scale_steps(self.optim, keep.numel() / self.model_kwargs["truncation"])
         self.model_kwargs["truncation"] = keep.numel()
         self.counts = self.counts[keep]
+
+    def _estimates(self):
+        """(point estimates as the family's ``log_density`` takes them, sticks, the means' factor
+        scales or None) from the param store."""
+        if self.kind == "natural":
+            factor, (c1, c0) = self._natural_factors()
+            return self.family.point(factor, self.component_prior), c1 / (c1 + c0), None
+        means, sticks, scale = guides.point_estimates(self.kind)
+        return {"means": means, "std": self.prior["std"]}, sticks, scale
 
     # -- saving and resuming -------------------------------------------------------------------
     def state_dict(self) -> dict:
@@ -232,7 +267,8 @@ class StochasticSession:
                 "counts": self.counts, "evaluations": self.evaluations, "phase_starts": list(self.phase_starts),
                 "pruning_steps": self.pruning_steps, "final_precision": self.final_precision,
                 "n_clusters": self.n_clusters,
-                "prior": dict(self.prior), "model_kwargs": dict(self.model_kwargs), "rng": self.rng}
+                "prior": dict(self.prior), "model_kwargs": dict(self.model_kwargs), "rng": self.rng,
+                "component_prior": None if self.component_prior is None else vars(self.component_prior)}
 
     def load_state_dict(self, state: dict) -> None:
         """Continue a session from ``state_dict()``: the next ``run`` goes on exactly as the saved
@@ -242,9 +278,14 @@ class StochasticSession:
         self.phase_starts, self.prior, self.model_kwargs = (list(state["phase_starts"]), dict(state["prior"]),
                                                             dict(state["model_kwargs"]))
         self.board.update(state["board"])
+        if self.kind == "natural" and not any(name.startswith("q_theta_") for name in state["params"]):
+            raise ValueError("this natural-gradient stream was saved by an older bnpzoo, whose factors this one "
+                             "stores otherwise: partial_fit cannot continue it; fit a new one")
+        if state.get("component_prior") is not None:
+            self.component_prior = ComponentPrior(**state["component_prior"])
         store = pyro.get_param_store()
         store.clear()
-        pyro.poutine.block(self.guide)(None, **self.model_kwargs)  # the parameters' constraints
+        self._create_params(None)  # the parameters' constraints
         params = {name: p.detach().clone().requires_grad_(True) for name, p in state["params"].items()}
         store.set_state({"params": params, "constraints": store.get_state()["constraints"]})
         self.store_state = store.get_state()
@@ -260,7 +301,7 @@ class StochasticSession:
         fresh = self.store_state is None  # the session's first run: the start's bound is scored
         if fresh:
             store.clear()
-            pyro.poutine.block(self.guide)(x, **self.model_kwargs)  # create the parameters
+            self._create_params(x)
         else:
             store.set_state(self.store_state)
         if self.restore_rng:  # a resumed session draws what the saved one would have drawn next
@@ -291,10 +332,12 @@ class StochasticSession:
             if run.converged or self.pruning_steps <= 0:  # the pruning phase ends: the model's own prior
                 self.pruning_steps = 0
                 self.prior["prior_precision"] = self.model_kwargs["prior_precision"] = self.final_precision
+                if self.component_prior is not None:
+                    self.component_prior = self.component_prior.with_mean_precision(self.final_precision)
                 self.phase_starts.append(self.evaluations)
         if fresh:
             overshoot(start_bound, total.elbo_trace, self.learning_rate)
-        self.estimates = guides.point_estimates(self.kind, self.prior["std"])
+        self.estimates = self._estimates()
         self.data = self.batch = self.eval_batch = None  # the next run brings its own (and x's file closes)
         self.store_state = store.get_state()
         self.rng = get_rng_state()

@@ -7,8 +7,9 @@ coordinate in which they are optimised, so the objective is the density of u = l
 ``inference.sticks``: its maximiser exists for every alpha and discount). ``mean_field_guide``:
 q(v_k) = Beta(c1_k, c0_k) and q(mu_k) = N(m_k, diag(s_k^2)), the factorisation of [DPM-SGA]
 eq. (3). Both are factories that take initial values (K-means means and sticks) and return a
-guide with the model's signature. ``natural_guide``: the same mean-field family stored in natural
-parameters for natural-gradient SVI of a Gaussian mixture (``inference.conjugate``).
+guide with the model's signature. ``natural_guide``: Beta sticks and the component family's
+conjugate factor (``bnpzoo.families``: the means, and the precisions where the family learns a
+spread), stored in natural parameters for natural-gradient SVI (``inference.conjugate``).
 ``select_clusters`` reorders and prunes a fitted guide's clusters.
 """
 
@@ -19,8 +20,7 @@ from torch.distributions import constraints
 
 from bnpzoo.ops import clamp_probs, conjugate_sticks, stick_breaking_log_weights, weights_to_sticks
 
-# natural_guide's parameters, by the keys of inference.conjugate.natural_estimate
-NATURAL = {"precision": "q_mu_precision", "weighted": "q_mu_weighted", "c1": "q_v_c1", "c0": "q_v_c0"}
+STICKS = {"c1": "q_v_c1", "c0": "q_v_c0"}  # natural_guide's stick parameters; its factor's are "q_theta_<key>"
 
 
 def map_guide(init_means: torch.Tensor, init_sticks: torch.Tensor):
@@ -55,46 +55,60 @@ def mean_field_guide(init_means: torch.Tensor, init_sticks: torch.Tensor, *, ini
     return guide
 
 
-def natural_guide(init_means, init_counts, *, std, alpha, discount=0.0, prior_precision):
-    """q(mu_k) = N(w_k / tau_k, diag(std^2) / tau_k), q(v_k) = Beta(c1_k, c0_k), started at the
-    conjugate optimum for ``init_counts`` samples at ``init_means``. tau_k = lambda0 + N_k counts
-    pseudo-samples and w_k = lambda0 m0 + S_k sums them: the natural parameters of the Gaussian
-    factor with the per-feature variance std^2 divided out. The parameters are unconstrained on
-    purpose: natural-gradient SVI moves them by convex combinations, which stay in the domain."""
-    precision = prior_precision + init_counts
-    c1, c0 = conjugate_sticks(init_counts, alpha, discount)
-    init = {"precision": precision, "weighted": precision[:, None] * init_means, "c1": c1, "c0": c0}
+def natural_guide(family, prior, init_stats: dict, *, alpha, discount=0.0):
+    """q(v_k) = Beta(c1_k, c0_k) and the family's factor q(theta_k) (``family.sample_factor``), with
+    natural parameters ``q_theta_<key>`` (the prior's plus statistics, ``family.natural``), started
+    at the conjugate optimum for ``init_stats`` (the K-means start's statistics). The parameters are
+    unconstrained on purpose: natural-gradient SVI moves them by convex combinations, which stay in
+    the domain."""
+    init = {f"q_theta_{key}": value for key, value in family.natural(init_stats, prior).items()}
+    c1, c0 = conjugate_sticks(init_stats["count"], alpha, discount)
+    init.update({STICKS["c1"]: c1, STICKS["c0"]: c0})
+
+    def create_params():
+        return {name: pyro.param(name, value.clone()) for name, value in init.items()}
 
     def guide(data=None, *, truncation, subsample_size=None, **hyper):
-        q = {key: pyro.param(name, init[key].clone()) for key, name in NATURAL.items()}
+        params = create_params()
         with pyro.plate("sticks", truncation - 1, dim=-1):
-            pyro.sample("v", dist.Beta(q["c1"], q["c0"]))
+            pyro.sample("v", dist.Beta(params[STICKS["c1"]], params[STICKS["c0"]]))
         with pyro.plate("clusters", truncation, dim=-1):
-            loc = q["weighted"] / q["precision"][:, None]
-            pyro.sample("mu", dist.Normal(loc, std * q["precision"].rsqrt()[:, None]).to_event(1))
+            family.sample_factor(natural_factor(params), prior)
 
+    # the learner creates the parameters without the guide's draws, which its loss never uses (a
+    # Wishart draw at thousands of degrees of freedom can come out singular)
+    guide.create_params = create_params
     return guide
 
 
-def point_estimates(kind: str, std=None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
-    """(means, sticks, mean scales or None) from the param store after fitting ``kind``
-    in {"map", "mean-field", "natural"} (the natural guide's scales need ``std``)."""
+def natural_factor(params: dict) -> dict:
+    """The family's natural parameters among a natural guide's ``params`` (by the family's keys)."""
+    return {name[len("q_theta_"):]: value for name, value in params.items() if name.startswith("q_theta_")}
+
+
+def natural_parameters() -> dict:
+    """The natural guide's parameters in the param store, by name (detached)."""
+    store = pyro.get_param_store()
+    return {name: store[name].detach() for name in store.keys() if name.startswith("q_theta_") or name in
+            STICKS.values()}
+
+
+def point_estimates(kind: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """(means, sticks, mean scales or None) from the param store after fitting ``kind`` in {"map",
+    "mean-field"} (a natural guide's factors: ``natural_parameters``)."""
     store = pyro.get_param_store()
     if kind == "map":
         return store["mu_map"].detach(), store["v_map"].detach(), None
-    if kind == "natural":
-        q = {key: store[name].detach() for key, name in NATURAL.items()}
-        scale = std * q["precision"].rsqrt()[:, None].expand_as(q["weighted"])
-        return q["weighted"] / q["precision"][:, None], q["c1"] / (q["c1"] + q["c0"]), scale
     c1, c0 = store["v_conc1"].detach(), store["v_conc0"].detach()
     return store["mu_loc"].detach(), c1 / (c1 + c0), store["mu_scale"].detach()
 
 
-def select_clusters(kind: str, keep: torch.Tensor, *, alpha, discount=0.0, prior_precision) -> list:
+def select_clusters(kind: str, keep: torch.Tensor, *, alpha, discount=0.0, family=None, prior=None) -> list:
     """Keep clusters ``keep`` (indices, in their new order) of a ``map`` or ``natural`` guide
     ([PYPM-sVMM] V.D). The map guide keeps its learned weights, renormalised; the natural guide
-    recomputes its sticks' Beta factors from the counts its mean factors hold, in the new order.
-    Returns (old unconstrained tensor, new one, rows kept) per parameter, for the optimizer state.
+    (of ``family`` under ``prior``) recomputes its sticks' Beta factors from the counts its
+    component factors hold, in the new order. Returns (old unconstrained tensor, new one, rows
+    kept) per parameter, for the optimizer state.
     """
     store = pyro.get_param_store()
     if kind == "map":
@@ -102,10 +116,9 @@ def select_clusters(kind: str, keep: torch.Tensor, *, alpha, discount=0.0, prior
         weights = stick_breaking_log_weights(v).exp()[keep]
         new = {"mu_map": mu[keep], "v_map": clamp_probs(weights_to_sticks(weights / weights.sum()))}
     elif kind == "natural":
-        precision = store[NATURAL["precision"]].detach()[keep]
-        c1, c0 = conjugate_sticks((precision - prior_precision).clamp_min(0), alpha, discount)
-        new = {NATURAL["precision"]: precision, NATURAL["weighted"]: store[NATURAL["weighted"]].detach()[keep],
-               NATURAL["c1"]: c1, NATURAL["c0"]: c0}
+        factor = {key: value[keep] for key, value in natural_factor(natural_parameters()).items()}
+        c1, c0 = conjugate_sticks(family.counts(factor, prior), alpha, discount)
+        new = {**{f"q_theta_{key}": value for key, value in factor.items()}, STICKS["c1"]: c1, STICKS["c0"]: c0}
     else:
         raise ValueError(f"cluster selection is defined for the map and natural guides, not {kind!r}")
     moved = []

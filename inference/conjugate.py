@@ -1,28 +1,28 @@
-"""Closed-form mean-field VI of a Gaussian stick-breaking mixture, for natural-gradient SVI.
+"""Closed-form mean-field VI of a stick-breaking mixture of a conjugate component family, for
+natural-gradient SVI.
 
 The "SVI: DPM" baseline of [PYPM-sVMM] (Table I, section VII): the conjugate factors
 
-    q(v_k)  = Beta(c1_k, c0_k)                          k < K
-    q(mu_k) = N(w_k / tau_k, diag(std^2) / tau_k)
+    q(v_k)     = Beta(c1_k, c0_k)                          k < K
+    q(theta_k) = the family's factor (``bnpzoo.families``), natural parameters = prior + statistics
 
-and their coordinate-ascent optimum given responsibilities (Blei and Jordan's DP mixture VI,
-with the fixed variance std^2 of [DPM-SGA], one per feature, and Pitman-Yor sticks
-Beta(a_k, b_k)):
+and their coordinate-ascent optimum given responsibilities (Blei and Jordan's DP mixture VI, with
+Pitman-Yor sticks Beta(a_k, b_k)):
 
-    r_nk   propto exp(E ln pi_k + ln N(x_n | m_k, diag(std^2)) - D / (2 tau_k))
+    r_nk   propto exp(E ln pi_k + E_q ln f(x_n | theta_k))
     E ln pi_k = E ln v_k + sum_{l<k} E ln(1 - v_l),  E ln v = psi(c1) - psi(c1 + c0)
-    tau_k  = lambda0 + N_k,               w_k = lambda0 m0 + S_k
+    q(theta_k) = family.natural(statistics of r_.k)  (for the fixed-scale Gaussian: tau_k = lambda0 + N_k,
+                                                      w_k = S_k, rows centred on m0)
     c1_k   = a_k + N_k,                   c0_k = b_k + sum_{j>k} N_j
 
-(tau_k and w_k are the natural parameters of q(mu_k) with std^2 divided out: a fixed scaling, so
-the convex combinations of SVI are unchanged). SVI ([PYPM-sVMM] eq. (10)) computes
-N_k = (N/M) sum_n r_nk and S_k = (N/M) sum_n r_nk x_n on a minibatch (the "immediate" estimate
-theta_hat) and moves theta to (1 - p_t) theta + p_t theta_hat.
+SVI ([PYPM-sVMM] eq. (10)) computes the statistics of a minibatch scaled by N/M (the "immediate"
+estimate theta_hat) and moves theta to (1 - p_t) theta + p_t theta_hat: natural parameters that are
+the prior's plus statistics stay valid under convex combinations.
 """
 
 import torch
 
-from bnpzoo.ops import conjugate_sticks, generalized_gaussian_log_density
+from bnpzoo.ops import conjugate_sticks
 
 
 def expected_log_weights(c1: torch.Tensor, c0: torch.Tensor) -> torch.Tensor:
@@ -34,16 +34,15 @@ def expected_log_weights(c1: torch.Tensor, c0: torch.Tensor) -> torch.Tensor:
     return torch.cat([e_log_v, zero], -1) + torch.cat([zero, e_log_rest.cumsum(-1)], -1)
 
 
-def responsibilities(x, precision, weighted, c1, c0, std):
+def responsibilities(x, family, q, prior, c1, c0):
     """r_nk of the module docstring, (M, K)."""
-    means = weighted / precision[:, None]
-    scores = generalized_gaussian_log_density(x, means, std) - x.shape[1] / (2 * precision)
-    return torch.softmax(scores + expected_log_weights(c1, c0), 1)
+    log_weights = expected_log_weights(c1, c0).to(x.dtype)
+    return torch.softmax(family.expected_log_density(x, q, prior, log_weights=log_weights), 1)
 
 
-def natural_estimate(x, resp, *, n_total, alpha, discount=0.0, prior_mean, prior_precision) -> dict:
-    """theta_hat from a minibatch: the optimum of every factor with counts scaled by N / M."""
+def natural_estimate(x, resp, family, prior, *, n_total, alpha, discount=0.0) -> tuple[dict, tuple]:
+    """theta_hat from a minibatch: the optimum of every factor with its statistics scaled by N / M;
+    (the family's natural parameters, (c1, c0) of the sticks)."""
     scale = n_total / x.shape[0]
-    counts, sums = scale * resp.sum(0), scale * (resp.T @ x)
-    c1, c0 = conjugate_sticks(counts, alpha, discount)
-    return {"precision": prior_precision + counts, "weighted": prior_precision * prior_mean + sums, "c1": c1, "c0": c0}
+    stats = {name: scale * value for name, value in family.statistics(x, resp, prior).items()}
+    return family.natural(stats, prior), conjugate_sticks(stats["count"], alpha, discount)

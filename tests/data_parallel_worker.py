@@ -35,13 +35,18 @@ def fixed_draws(tables):
 
 
 def fit_all(x, tables, **settings) -> dict:
-    """{learner: the fitted means, weights, bound trace and counts} for every SVI learner."""
+    """{learner: the fitted means, weights, bound trace and counts} for every SVI learner, and
+    natural-gradient SVI for each learned covariance (with the covariances)."""
+    runs = [(learner, {}) for learner in LEARNERS]
+    runs += [(f"natgrad-svi {c}", {"inference": "natgrad-svi", "covariance": c}) for c in ("full", "diag", "spherical")]
     out = {}
-    for learner in LEARNERS:
+    for name, arguments in runs:
         with fixed_draws(tables):
-            est = bnpzoo.DPGMM(inference=learner, **SETTINGS, **settings).fit(x)
-        out[learner] = {"means": est.means_, "weights": est.weights_, "counts": est.counts_,
-                        "elbo": torch.tensor(est.elbo_trace_)}
+            est = bnpzoo.DPGMM(**{"inference": name, **arguments}, **SETTINGS, **settings).fit(x)
+        out[name] = {"means": est.means_, "weights": est.weights_, "counts": est.counts_,
+                     "elbo": torch.tensor(est.elbo_trace_)}
+        if est.components_:
+            out[name]["covariances"] = est.covariances_
     return out
 
 

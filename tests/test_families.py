@@ -196,27 +196,14 @@ def test_other_learners_refuse_a_learned_covariance_and_default_to_the_fixed_one
 
 def _factor_guide(family, q, prior, sticks, resp):
     """The mean-field guide of ``models.dp_gmm`` at the factors q: v a point (the MAP guide's Delta
-    in the logit coordinate), q(mu_k, precision_k) the family's conjugate factor, q(z_n) = resp_n."""
-    m = q["weighted"] / q["kappa"][:, None] + prior.mean
-    if family.covariance == "full":
-        scale = torch.cholesky_inverse(family._inverse_scale_factor(q))  # W_k
+    in the logit coordinate), q(mu_k, precision_k) the family's conjugate factor
+    (``family.sample_factor``, as the natural guide samples it), q(z_n) = resp_n."""
 
     def guide(data=None, *, truncation, **hyper):
         with pyro.plate("sticks", truncation - 1, dim=-1):
             pyro.sample("v", pyro.distributions.Delta(sticks, log_density=-(sticks.log() + torch.log1p(-sticks))))
         with pyro.plate("clusters", truncation, dim=-1):
-            if family.covariance == "full":
-                lam = pyro.sample("precision", pyro.distributions.Wishart(q["dof"], covariance_matrix=scale))
-                precision = q["kappa"][:, None, None] * lam
-                pyro.sample("mu", pyro.distributions.MultivariateNormal(m, precision_matrix=precision))
-            else:
-                shape, rate = family._gamma(q)
-                if family.pooled:
-                    tau = pyro.sample("precision", pyro.distributions.Gamma(shape[:, 0], rate[:, 0]))
-                    lam = tau[:, None].expand_as(m)
-                else:
-                    lam = pyro.sample("precision", pyro.distributions.Gamma(shape.expand_as(rate), rate).to_event(1))
-                pyro.sample("mu", pyro.distributions.Normal(m, (q["kappa"][:, None] * lam).rsqrt()).to_event(1))
+            family.sample_factor(q, prior)
         with pyro.plate("data", data.shape[0], dim=-1):
             pyro.sample("z", pyro.distributions.Categorical(probs=resp))
 
@@ -258,3 +245,41 @@ def test_the_closed_form_bound_is_the_programs_elbo_under_the_mean_field_guide(c
         draws.append(float(model_trace.log_prob_sum() - guide_trace.log_prob_sum()))
     draws = torch.tensor(draws, dtype=torch.float64)
     assert closed == pytest.approx(float(draws.mean()), abs=4 * float(draws.std()) / len(draws) ** 0.5)
+
+
+@pytest.mark.parametrize("covariance", ["fixed", *LEARNED])
+def test_a_natural_gradient_step_of_one_on_the_full_batch_is_the_batch_update(covariance, monkeypatch):
+    """natgrad-svi's first step with p_1 = 1 (tau = 0) on a minibatch of all the rows moves every
+    natural parameter to the batch closed-form update from the start's factors: the family's
+    statistics of the responsibilities, plus the prior (``family.natural``), and the sticks'
+    conjugate Beta factors."""
+    from bnpzoo import mixture_session
+    from bnpzoo.guides.stick_mixture import STICKS, natural_factor, natural_parameters
+    from bnpzoo.inference import optim
+    from bnpzoo.inference.conjugate import responsibilities
+    from bnpzoo.ops import conjugate_sticks
+
+    x = torch.as_tensor(_drawn_from_the_program(covariance if covariance != "fixed" else "diag", 0, n=600)[0],
+                        dtype=torch.float64)
+    schedule = optim.natural_gradient_svi
+    monkeypatch.setattr(optim, "natural_gradient_svi", lambda: schedule(tau=0.0))  # p_t = t^-0.5: p_1 = 1
+    seen, create = {}, mixture_session.StochasticSession._create_params
+
+    def created(session, data):
+        create(session, data)
+        seen["before"] = {name: value.clone() for name, value in natural_parameters().items()}
+
+    monkeypatch.setattr(mixture_session.StochasticSession, "_create_params", created)
+    monkeypatch.setattr(mixture_session.StochasticSession, "_reorganise", lambda session: seen.update(
+        after=natural_parameters()))
+    est = DPGMM(inference="natgrad-svi", covariance=covariance, batch_size=600, max_iter=1, dtype="float64",
+                random_state=0).fit(x)
+    prior, family = est._session.component_prior, est._family()
+    before = seen["before"]
+    resp = responsibilities(x, family, natural_factor(before), prior, before[STICKS["c1"]], before[STICKS["c0"]])
+    stats = family.statistics(x, resp, prior)
+    expected = {f"q_theta_{key}": value for key, value in family.natural(stats, prior).items()}
+    expected[STICKS["c1"]], expected[STICKS["c0"]] = conjugate_sticks(stats["count"], 1.0)
+    assert set(expected) == set(seen["after"])
+    for name, value in expected.items():
+        torch.testing.assert_close(seen["after"][name], value.to(seen["after"][name].dtype), rtol=1e-10, atol=1e-10)

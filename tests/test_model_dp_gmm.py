@@ -7,6 +7,7 @@ import torch
 from pyro.infer import TraceEnum_ELBO
 from pyro.poutine.util import site_is_subsample
 
+from bnpzoo.families import ComponentPrior, gaussian_family
 from bnpzoo.guides.dp_gmm import map_guide, mean_field_guide, natural_guide
 from bnpzoo.inference.sticks import stick_gradient, update_sticks
 from bnpzoo.inference.vmm import mean_gradient, update_means
@@ -84,20 +85,43 @@ def test_model_generates_data_of_the_requested_shape():
     assert trace.nodes["z"]["value"].max() < 4
 
 
-def _natural(means, sticks):
+def _natural(means, sticks, covariance="fixed"):
+    """The natural guide of a family, started from statistics of counts N_k at ``means``."""
+    d = means.shape[1]
+    prior = ComponentPrior(mean=torch.full((d,), 0.3, dtype=means.dtype), mean_precision=1.7,
+                           covariance=0.64 * torch.eye(d, dtype=means.dtype), dof=float(d))
     counts = torch.linspace(20.0, 1.0, means.shape[0], dtype=means.dtype)
-    return natural_guide(means, counts, std=0.8, alpha=2.5, prior_precision=1.7)
+    centred = means - prior.mean
+    stats = {"count": counts, "sum": counts[:, None] * centred,
+             "scatter": counts[:, None, None] * (centred[:, :, None] * centred[:, None, :] + 0.64 * torch.eye(d)),
+             "squares": counts[:, None] * (centred**2 + 0.64)}
+    return natural_guide(gaussian_family(covariance), prior, stats, alpha=2.5)
 
 
 @pytest.mark.parametrize("make_guide", [map_guide, mean_field_guide, _natural])
 def test_guide_latent_sites_equal_the_models_non_enumerated_latent_sites(make_guide):
     x, mu, v, _ = _problem()
     guide = make_guide(mu.detach(), v.detach())
-    model_trace = poutine.trace(pyro.infer.config_enumerate(model)).get_trace(x, **HYPER)
-    latent = {name for name, site in model_trace.nodes.items()
-              if site["type"] == "sample" and not site["is_observed"] and not site_is_subsample(site)
-              and site["infer"].get("enumerate") != "parallel"}
-    guide_trace = poutine.trace(guide).get_trace(x, **HYPER)
-    sampled = {name for name, site in guide_trace.nodes.items()
-               if site["type"] == "sample" and not site_is_subsample(site)}
-    assert sampled == latent == {"v", "mu"}
+    assert _sampled(guide, x, HYPER) == _latent(x, HYPER) == {"v", "mu"}
+
+
+@pytest.mark.filterwarnings("ignore:Singular sample detected")  # the prior's Wishart at nu0 = D; torch redraws
+@pytest.mark.parametrize("covariance", ["full", "diag", "spherical"])
+def test_the_natural_guide_of_a_learned_covariance_samples_the_models_latent_sites(covariance):
+    x, mu, v, _ = _problem()
+    hyper = dict(HYPER, covariance=covariance)
+    guide = _natural(mu.detach(), v.detach(), covariance)
+    assert _sampled(guide, x, hyper) == _latent(x, hyper) == {"v", "mu", "precision"}
+
+
+def _latent(x, hyper) -> set:
+    model_trace = poutine.trace(pyro.infer.config_enumerate(model)).get_trace(x, **hyper)
+    return {name for name, site in model_trace.nodes.items()
+            if site["type"] == "sample" and not site["is_observed"] and not site_is_subsample(site)
+            and site["infer"].get("enumerate") != "parallel"}
+
+
+def _sampled(guide, x, hyper) -> set:
+    guide_trace = poutine.trace(guide).get_trace(x, **hyper)
+    return {name for name, site in guide_trace.nodes.items()
+            if site["type"] == "sample" and not site_is_subsample(site)}

@@ -111,7 +111,7 @@ def test_selecting_clusters_keeps_the_map_guides_weights():
     guide = map_guide(means, sticks)
     guide(None, truncation=3)
     weights = stick_breaking_log_weights(sticks).exp()
-    moved = select_clusters("map", torch.tensor([2, 0]), alpha=1.0, prior_precision=4.0)
+    moved = select_clusters("map", torch.tensor([2, 0]), alpha=1.0)
     kept = stick_breaking_log_weights(pyro.param("v_map").detach()).exp()
     assert torch.allclose(kept, weights[[2, 0]] / weights[[2, 0]].sum(), atol=1e-6)
     assert torch.equal(pyro.param("mu_map").detach(), means[[2, 0]])

@@ -104,6 +104,17 @@ class ConjugateFamily:
         point = self.point(q, prior) if point is None else point
         return self.log_density(x, point) + (self.correction(q).to(x.dtype) + log_weights)
 
+    @staticmethod
+    def location_information(std) -> torch.Tensor:
+        """Fisher information of a Gaussian location per feature at standard deviation ``std``, 1 / std^2
+        (the unit of the session's steps)."""
+        return 1 / torch.as_tensor(std) ** 2
+
+    def sample_factor(self, q: dict, prior: ComponentPrior) -> None:
+        """Sample the program's cluster sites from the factors q, under the ``"clusters"`` plate (the
+        mean-field guide of natural-gradient SVI)."""
+        raise NotImplementedError
+
     def select(self, q: dict, keep: torch.Tensor) -> dict:
         """The clusters ``keep`` of the factors q, in that order."""
         return {name: value[keep] for name, value in q.items()}

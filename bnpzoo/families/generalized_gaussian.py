@@ -14,6 +14,8 @@ take the Laplace approximation of ``inference.mean_factors`` with ``location_inf
 
 import math
 
+import pyro
+import pyro.distributions as dist
 import torch
 
 from bnpzoo.families.base import ComponentPrior, ConjugateFamily
@@ -76,6 +78,12 @@ class GeneralizedGaussianFamily(ConjugateFamily):
     def point(self, q: dict, prior: ComponentPrior) -> dict:
         means = q["weighted"] / q["precision"][:, None] + prior.mean.to(q["weighted"])
         return {"means": means.to(prior.mean.dtype), "std": prior.std}
+
+    def sample_factor(self, q: dict, prior: ComponentPrior) -> None:
+        """mu_k ~ N(m_k, diag(std^2) / tau_k)."""
+        q = {name: value.to(prior.mean.dtype) for name, value in q.items()}
+        mean = q["weighted"] / q["precision"][:, None] + prior.mean
+        pyro.sample("mu", dist.Normal(mean, prior.std * q["precision"].rsqrt()[:, None]).to_event(1))
 
     def correction(self, q: dict) -> torch.Tensor:
         return -q["weighted"].shape[1] / (2 * q["precision"])

@@ -20,6 +20,8 @@ b_kd = (Psi_kd - w_kd^2 / kappa_k) / 2 (summed over d pooled), and
 
 import math
 
+import pyro
+import pyro.distributions as dist
 import torch
 
 from bnpzoo.families.base import ComponentPrior, ConjugateFamily
@@ -71,6 +73,18 @@ class NormalGammaFamily(ConjugateFamily):
         means = q["weighted"] / q["kappa"][:, None] + prior.mean.to(rate)
         dtype = prior.mean.dtype
         return {"means": means.to(dtype), "precisions": (shape / rate).expand_as(means).to(dtype)}
+
+    def sample_factor(self, q: dict, prior: ComponentPrior) -> None:
+        """precision ~ Gamma(a_k, b_k) (one per cluster pooled, else per feature), mu_kd ~ N(m_kd,
+        1 / (kappa_k tau_kd))."""
+        q = {name: value.to(prior.mean.dtype) for name, value in q.items()}
+        shape, rate = self._gamma(q)
+        mean = q["weighted"] / q["kappa"][:, None] + prior.mean
+        if self.pooled:
+            tau = pyro.sample("precision", dist.Gamma(shape[:, 0], rate[:, 0]))[:, None].expand_as(mean)
+        else:
+            tau = pyro.sample("precision", dist.Gamma(shape.expand_as(rate), rate).to_event(1))
+        pyro.sample("mu", dist.Normal(mean, (q["kappa"][:, None] * tau).rsqrt()).to_event(1))
 
     def log_density(self, x: torch.Tensor, point: dict) -> torch.Tensor:
         return diagonal_gaussian_log_density(x, point["means"], point["precisions"])

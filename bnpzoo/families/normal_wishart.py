@@ -24,6 +24,8 @@ C_k^-T is a triangular square root of nu_k W_k.
 
 import math
 
+import pyro
+import pyro.distributions as dist
 import torch
 
 from bnpzoo.families.base import ComponentPrior, ConjugateFamily
@@ -91,6 +93,15 @@ class NormalWishartFamily(ConjugateFamily):
         means = q["weighted"] / q["kappa"][:, None] + prior.mean.to(c)
         dtype = prior.mean.dtype
         return {"means": means.to(dtype), "precision_factor": factor.to(dtype)}
+
+    def sample_factor(self, q: dict, prior: ComponentPrior) -> None:
+        """precision_k ~ Wishart(nu_k, W_k), mu_k ~ N(m_k, (kappa_k precision_k)^-1), in q's precision
+        (float64 from the statistics: torch's Bartlett draws at nu in the thousands are singular in
+        float32)."""
+        scale = torch.cholesky_inverse(self._inverse_scale_factor(q))
+        lam = pyro.sample("precision", dist.Wishart(q["dof"], covariance_matrix=scale))
+        mean = q["weighted"] / q["kappa"][:, None] + prior.mean
+        pyro.sample("mu", dist.MultivariateNormal(mean, precision_matrix=q["kappa"][:, None, None] * lam))
 
     def log_density(self, x: torch.Tensor, point: dict) -> torch.Tensor:
         return full_gaussian_log_density(x, point["means"], point["precision_factor"])
