@@ -24,8 +24,8 @@ import torch
 from bnpzoo import mapped
 from bnpzoo.base import get_rng_state, set_rng_state
 from bnpzoo.guides import stick_mixture as guides
-from bnpzoo.inference import data_parallel, optim as seed_optim
 from bnpzoo.families import ComponentPrior
+from bnpzoo.inference import data_parallel, optim as seed_optim
 from bnpzoo.inference.conjugate import natural_estimate, responsibilities
 from bnpzoo.inference.fisher import gaussian_mixture_fisher, prior_curvature
 from bnpzoo.inference.mean_factors import mean_variances, occam_penalty
@@ -150,11 +150,6 @@ class StochasticSession:
         else:
             pyro.poutine.block(self.guide)(x, **self.model_kwargs)
 
-    def _natural_factors(self):
-        """The natural guide's component factors (the family's natural parameters) and its (c1, c0)."""
-        params = guides.natural_parameters()
-        return guides.natural_factor(params), (params[guides.STICKS["c1"]], params[guides.STICKS["c0"]])
-
     def _table(self, x, means, sticks, variances):
         """ln pi_k + E_q ln f(x_n | mu_k), (M, K)."""
         point = {"means": means, "std": self.prior["std"]}
@@ -186,14 +181,12 @@ class StochasticSession:
 
     def _natural_loss(self, model, guide, *args, **kwargs):
         """1/2 |theta - theta_hat|^2 over the natural parameters; see ``inference.optim``."""
-        params = {name: pyro.param(name) for name in guides.natural_parameters()}
-        factor, (c1, c0) = guides.natural_factor(params), (params[guides.STICKS["c1"]], params[guides.STICKS["c0"]])
+        params = {name: pyro.param(name) for name in guides.natural_names(*guides.natural_factors())}
+        factor, (c1, c0) = guides.natural_factors(params)
         with torch.no_grad():
             resp = responsibilities(self.batch, self.family, factor, self.component_prior, c1, c0)
-            target, (c1_hat, c0_hat) = natural_estimate(self.batch, resp, self.family, self.component_prior,
-                                                        n_total=self.data.shape[0], **self.sticks_prior)
-        target = {**{f"q_theta_{key}": value for key, value in target.items()},
-                  guides.STICKS["c1"]: c1_hat, guides.STICKS["c0"]: c0_hat}
+            target = guides.natural_names(*natural_estimate(self.batch, resp, self.family, self.component_prior,
+                                                            n_total=self.data.shape[0], **self.sticks_prior))
         return sum(0.5 * ((params[name] - target[name]) ** 2).sum() for name in params)
 
     def _score(self):
@@ -202,7 +195,7 @@ class StochasticSession:
         + ln p_u(v) ([PYPM-sVMM] eq. (22)-(23) with z summed out; the same number for every learner,
         so their traces compare)."""
         if self.kind == "natural":  # the conjugate factors' own expectation and KL
-            factor, (c1, c0) = self._natural_factors()
+            factor, (c1, c0) = guides.natural_factors()
             sticks = c1 / (c1 + c0)
             log_weights = stick_breaking_log_weights(sticks).to(self.eval_batch.dtype)
             scores = self.family.expected_log_density(self.eval_batch, factor, self.component_prior,
@@ -251,7 +244,7 @@ class StochasticSession:
         """(point estimates as the family's ``log_density`` takes them, sticks, the means' factor
         scales or None) from the param store."""
         if self.kind == "natural":
-            factor, (c1, c0) = self._natural_factors()
+            factor, (c1, c0) = guides.natural_factors()
             return self.family.point(factor, self.component_prior), c1 / (c1 + c0), None
         means, sticks, scale = guides.point_estimates(self.kind)
         return {"means": means, "std": self.prior["std"]}, sticks, scale
@@ -278,7 +271,7 @@ class StochasticSession:
         self.phase_starts, self.prior, self.model_kwargs = (list(state["phase_starts"]), dict(state["prior"]),
                                                             dict(state["model_kwargs"]))
         self.board.update(state["board"])
-        if self.kind == "natural" and not any(name.startswith("q_theta_") for name in state["params"]):
+        if self.kind == "natural" and not any(name.startswith(guides.FACTOR) for name in state["params"]):
             raise ValueError("this natural-gradient stream was saved by an older bnpzoo, whose factors this one "
                              "stores otherwise: partial_fit cannot continue it; fit a new one")
         if state.get("component_prior") is not None:

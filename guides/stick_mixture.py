@@ -20,7 +20,8 @@ from torch.distributions import constraints
 
 from bnpzoo.ops import clamp_probs, conjugate_sticks, stick_breaking_log_weights, weights_to_sticks
 
-STICKS = {"c1": "q_v_c1", "c0": "q_v_c0"}  # natural_guide's stick parameters; its factor's are "q_theta_<key>"
+STICKS = ("q_v_c1", "q_v_c0")  # natural_guide's stick parameters; its factor's are FACTOR + the family's keys
+FACTOR = "q_theta_"
 
 
 def map_guide(init_means: torch.Tensor, init_sticks: torch.Tensor):
@@ -61,19 +62,18 @@ def natural_guide(family, prior, init_stats: dict, *, alpha, discount=0.0):
     at the conjugate optimum for ``init_stats`` (the K-means start's statistics). The parameters are
     unconstrained on purpose: natural-gradient SVI moves them by convex combinations, which stay in
     the domain."""
-    init = {f"q_theta_{key}": value for key, value in family.natural(init_stats, prior).items()}
-    c1, c0 = conjugate_sticks(init_stats["count"], alpha, discount)
-    init.update({STICKS["c1"]: c1, STICKS["c0"]: c0})
+    init = natural_names(family.natural(init_stats, prior), conjugate_sticks(init_stats["count"], alpha, discount))
 
     def create_params():
         return {name: pyro.param(name, value.clone()) for name, value in init.items()}
 
     def guide(data=None, *, truncation, subsample_size=None, **hyper):
         params = create_params()
+        factor, (c1, c0) = natural_factors(params)
         with pyro.plate("sticks", truncation - 1, dim=-1):
-            pyro.sample("v", dist.Beta(params[STICKS["c1"]], params[STICKS["c0"]]))
+            pyro.sample("v", dist.Beta(c1, c0))
         with pyro.plate("clusters", truncation, dim=-1):
-            family.sample_factor(natural_factor(params), prior)
+            family.sample_factor(factor, prior)
 
     # the learner creates the parameters without the guide's draws, which its loss never uses (a
     # Wishart draw at thousands of degrees of freedom can come out singular)
@@ -81,21 +81,24 @@ def natural_guide(family, prior, init_stats: dict, *, alpha, discount=0.0):
     return guide
 
 
-def natural_factor(params: dict) -> dict:
-    """The family's natural parameters among a natural guide's ``params`` (by the family's keys)."""
-    return {name[len("q_theta_"):]: value for name, value in params.items() if name.startswith("q_theta_")}
+def natural_names(factor: dict, sticks: tuple) -> dict:
+    """A natural guide's parameters by name, from the family's natural parameters and (c1, c0)."""
+    return {**{FACTOR + key: value for key, value in factor.items()}, **dict(zip(STICKS, sticks))}
 
 
-def natural_parameters() -> dict:
-    """The natural guide's parameters in the param store, by name (detached)."""
-    store = pyro.get_param_store()
-    return {name: store[name].detach() for name in store.keys() if name.startswith("q_theta_") or name in
-            STICKS.values()}
+def natural_factors(params: dict | None = None) -> tuple[dict, tuple]:
+    """(the family's natural parameters, (c1, c0)) of a natural guide's ``params`` by name (default:
+    the param store's, detached); the inverse of ``natural_names``."""
+    if params is None:
+        store = pyro.get_param_store()
+        params = {name: store[name].detach() for name in store.keys() if name.startswith(FACTOR) or name in STICKS}
+    factor = {name[len(FACTOR):]: value for name, value in params.items() if name.startswith(FACTOR)}
+    return factor, tuple(params[name] for name in STICKS)
 
 
 def point_estimates(kind: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
     """(means, sticks, mean scales or None) from the param store after fitting ``kind`` in {"map",
-    "mean-field"} (a natural guide's factors: ``natural_parameters``)."""
+    "mean-field"} (a natural guide's factors: ``natural_factors``)."""
     store = pyro.get_param_store()
     if kind == "map":
         return store["mu_map"].detach(), store["v_map"].detach(), None
@@ -116,9 +119,8 @@ def select_clusters(kind: str, keep: torch.Tensor, *, alpha, discount=0.0, famil
         weights = stick_breaking_log_weights(v).exp()[keep]
         new = {"mu_map": mu[keep], "v_map": clamp_probs(weights_to_sticks(weights / weights.sum()))}
     elif kind == "natural":
-        factor = {key: value[keep] for key, value in natural_factor(natural_parameters()).items()}
-        c1, c0 = conjugate_sticks(family.counts(factor, prior), alpha, discount)
-        new = {**{f"q_theta_{key}": value for key, value in factor.items()}, STICKS["c1"]: c1, STICKS["c0"]: c0}
+        factor = {key: value[keep] for key, value in natural_factors()[0].items()}
+        new = natural_names(factor, conjugate_sticks(family.counts(factor, prior), alpha, discount))
     else:
         raise ValueError(f"cluster selection is defined for the map and natural guides, not {kind!r}")
     moved = []

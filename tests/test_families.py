@@ -254,7 +254,7 @@ def test_a_natural_gradient_step_of_one_on_the_full_batch_is_the_batch_update(co
     statistics of the responsibilities, plus the prior (``family.natural``), and the sticks'
     conjugate Beta factors."""
     from bnpzoo import mixture_session
-    from bnpzoo.guides.stick_mixture import STICKS, natural_factor, natural_parameters
+    from bnpzoo.guides.stick_mixture import natural_factors, natural_names
     from bnpzoo.inference import optim
     from bnpzoo.inference.conjugate import responsibilities
     from bnpzoo.ops import conjugate_sticks
@@ -267,19 +267,19 @@ def test_a_natural_gradient_step_of_one_on_the_full_batch_is_the_batch_update(co
 
     def created(session, data):
         create(session, data)
-        seen["before"] = {name: value.clone() for name, value in natural_parameters().items()}
+        params = natural_names(*natural_factors())
+        seen["before"] = natural_factors({name: value.clone() for name, value in params.items()})
 
     monkeypatch.setattr(mixture_session.StochasticSession, "_create_params", created)
     monkeypatch.setattr(mixture_session.StochasticSession, "_reorganise", lambda session: seen.update(
-        after=natural_parameters()))
+        after=natural_names(*natural_factors())))
     est = DPGMM(inference="natgrad-svi", covariance=covariance, batch_size=600, max_iter=1, dtype="float64",
                 random_state=0).fit(x)
     prior, family = est._session.component_prior, est._family()
-    before = seen["before"]
-    resp = responsibilities(x, family, natural_factor(before), prior, before[STICKS["c1"]], before[STICKS["c0"]])
+    factor, (c1, c0) = seen["before"]
+    resp = responsibilities(x, family, factor, prior, c1, c0)
     stats = family.statistics(x, resp, prior)
-    expected = {f"q_theta_{key}": value for key, value in family.natural(stats, prior).items()}
-    expected[STICKS["c1"]], expected[STICKS["c0"]] = conjugate_sticks(stats["count"], 1.0)
+    expected = natural_names(family.natural(stats, prior), conjugate_sticks(stats["count"], 1.0))
     assert set(expected) == set(seen["after"])
     for name, value in expected.items():
         torch.testing.assert_close(seen["after"][name], value.to(seen["after"][name].dtype), rtol=1e-10, atol=1e-10)
