@@ -307,6 +307,10 @@ class StickMixture(MixtureEstimator):
         if as_fit is not None and alpha > 0 and not 0 < as_fit < float("inf"):
             raise ValueError(f"alpha={alpha!r} is {as_fit} in {self.dtype}: give an alpha between "
                              f"{torch.finfo(self._dtype).tiny:.1e} and {torch.finfo(self._dtype).max:.1e}")
+        discount = self.get_params().get("discount")  # the Pitman-Yor estimators'
+        if discount is not None and not alpha > -discount:
+            raise ValueError(f"alpha must be > -discount for Pitman-Yor sticks, got alpha={alpha} and "
+                             f"discount={discount}")
 
     def _hard_assignments(self) -> bool:
         """The papers' MAP assignments ([DPM-SGA] eq. (15), [PYPM-sVMM] eq. (20)) unless asked
@@ -435,7 +439,7 @@ class StickMixture(MixtureEstimator):
         # the Laplace approximation at the point estimate, precision N_k I + lambda0 / std^2 per
         # feature (the conjugate factor N(mean_k, std^2 / (N_k + lambda0)) for the Gaussian), and
         # the sticks' conjugate factors q(v_k) = Beta(a_k + N_k, b_k + N_{>k})
-        if self.components_:  # the conjugate factor's spread of the mean, Sigma_k / (N_k + kappa0) per feature
+        if family.learns_spread:  # the conjugate factor's spread of the mean, Sigma_k / (N_k + kappa0) per feature
             variances = family.variances(self._point())
             laplace = (variances / (self.counts_[:, None] + self._prior_precision())).sqrt()
         else:

@@ -115,6 +115,13 @@ def full_gaussian_log_density(x: torch.Tensor, means: torch.Tensor, precision_fa
     return out + (half_log_det - 0.5 * x.shape[-1] * math.log(2 * math.pi))
 
 
+def bernoulli_log_density(x: torch.Tensor, probs: torch.Tensor) -> torch.Tensor:
+    """ln prod_d Bernoulli(x_nd | p_kd) for all pairs, (N, K): one matrix product,
+    x (ln p - ln(1 - p))^T + sum_d ln(1 - p_kd); ``probs`` (K, D) are kept inside (0, 1)."""
+    p = clamp_probs(probs)
+    return x @ (p.log() - torch.log1p(-p)).T + torch.log1p(-p).sum(1)
+
+
 def softmax_(table: torch.Tensor) -> torch.Tensor:
     """Row-wise softmax in place (no temporaries the size of ``table``); returns ``table``.
 

@@ -52,12 +52,6 @@ class PYPGGM(StickMixture):
                  n_init=3, device=None, dtype="float32", random_state=None, verbose=False, data_parallel=False):
         self._store(locals())
 
-    def _validate_params(self):
-        super()._validate_params()
-        if not self.alpha > -self.discount:
-            raise ValueError(f"alpha must be > -discount for Pitman-Yor sticks, got alpha={self.alpha} and "
-                             f"discount={self.discount}")
-
     @property
     def rho_(self) -> float:
         return float(self.rho) if self.rho is not None else LIKELIHOODS[self.likelihood]

@@ -15,8 +15,8 @@ import torch
 from pyro.distributions import TorchDistribution, constraints
 
 from bnpzoo.distributions import GeneralizedGaussian
-from bnpzoo.ops import (diagonal_gaussian_log_density, full_gaussian_log_density, generalized_gaussian_log_density,
-                        generalized_gaussian_shape)
+from bnpzoo.ops import (bernoulli_log_density, diagonal_gaussian_log_density, full_gaussian_log_density,
+                        generalized_gaussian_log_density, generalized_gaussian_shape)
 
 
 class AssignedComponents(TorchDistribution):
@@ -106,3 +106,19 @@ class AssignedGaussian(AssignedComponents):
         # x = mu + L^-T e has covariance (L L^T)^-1 = Lambda^-1
         return loc + torch.linalg.solve_triangular(self.factor[z].transpose(-2, -1), noise[..., None],
                                                    upper=True)[..., 0]
+
+
+class AssignedBernoulli(AssignedComponents):
+    """x_nd ~ Bernoulli(p_{z_n d}), binary features with a probability per cluster and feature."""
+
+    support = constraints.independent(constraints.boolean, 1)
+
+    def __init__(self, probs: torch.Tensor, assignment: torch.Tensor, validate_args=None):
+        self.probs = probs
+        super().__init__(assignment, probs.shape[-1], validate_args=validate_args)
+
+    def component_log_density(self, x):
+        return bernoulli_log_density(x, self.probs)
+
+    def sample(self, sample_shape=torch.Size()):
+        return torch.bernoulli(self.probs[self.assignment.expand(sample_shape + self.batch_shape)])

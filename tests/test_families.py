@@ -7,13 +7,30 @@ import pyro
 import pytest
 import torch
 
-from bnpzoo import DPGMM
-from bnpzoo.families import ComponentPrior, gaussian_family
+from bnpzoo import DPBMM, DPGMM
+from bnpzoo.families import BetaBernoulliFamily, ComponentPrior, gaussian_family
+from bnpzoo.models.bernoulli_mixture import model as bernoulli_model
 from bnpzoo.metrics import nmi
 from bnpzoo.models.dp_gmm import model
 from bnpzoo.ops import diagonal_gaussian_log_density, full_gaussian_log_density
 
 LEARNED = ["full", "diag", "spherical"]
+
+
+def _family(name):
+    return BetaBernoulliFamily() if name == "bernoulli" else gaussian_family(name)
+
+
+def _binary_clusters(seed, n=3000, d=20, k=5):
+    """Rows drawn by ``models.bernoulli_mixture`` with k equal clusters of known probabilities."""
+    g = torch.Generator().manual_seed(seed)  # probabilities near 0 or 1 (u^2 or 1 - u^2): clusters apart
+    low, high, coin = (torch.rand(k, d, generator=g) for _ in range(3))
+    probs = torch.where(coin < 0.5, low**2, 1 - high**2)
+    sticks = 1 / torch.arange(k, 1, -1, dtype=torch.float32)  # equal weights
+    pyro.set_rng_seed(seed)
+    trace = pyro.poutine.trace(pyro.poutine.condition(bernoulli_model, data={"v": sticks, "mu": probs})).get_trace(
+        None, num_data=n, dim=d, truncation=k)
+    return trace.nodes["x"]["value"].numpy(), trace.nodes["z"]["value"].numpy(), probs
 
 
 def _problem(seed=0, d=3, k=2):
@@ -76,12 +93,15 @@ def test_kl_and_expected_log_density_equal_monte_carlo(covariance):
         assert torch.allclose(expected[:, k], density.mean(1), atol=4 * float(density.std(1).max()) / 200)
 
 
-@pytest.mark.parametrize("covariance", LEARNED)
+@pytest.mark.parametrize("covariance", [*LEARNED, "bernoulli"])
 def test_the_data_term_from_statistics_is_the_weighted_expected_log_density(covariance):
     """sum_n w_nk E_q ln f(x_n | theta_k) from the statistics alone (the merge moves' memoized
     bound) equals the weighted sum of the per-row table."""
     x, weights, prior = _problem(seed=1, k=3)
-    family = gaussian_family(covariance)
+    family = _family(covariance)
+    if covariance == "bernoulli":
+        x = (x > 0).to(x.dtype)
+        prior = ComponentPrior(mean=x.mean(0), mean_precision=2.0, covariance=prior.covariance)
     stats = family.statistics(x, weights, prior)
     q = family.natural(family.statistics(x, weights.flip(1), prior), prior)  # any q, not only the optimum
     direct = (weights * family.expected_log_density(x, q, prior)).sum(0)
@@ -247,7 +267,7 @@ def test_the_closed_form_bound_is_the_programs_elbo_under_the_mean_field_guide(c
     assert closed == pytest.approx(float(draws.mean()), abs=4 * float(draws.std()) / len(draws) ** 0.5)
 
 
-@pytest.mark.parametrize("covariance", ["fixed", *LEARNED])
+@pytest.mark.parametrize("covariance", ["fixed", *LEARNED, "bernoulli"])
 def test_a_natural_gradient_step_of_one_on_the_full_batch_is_the_batch_update(covariance, monkeypatch):
     """natgrad-svi's first step with p_1 = 1 (tau = 0) on a minibatch of all the rows moves every
     natural parameter to the batch closed-form update from the start's factors: the family's
@@ -259,8 +279,11 @@ def test_a_natural_gradient_step_of_one_on_the_full_batch_is_the_batch_update(co
     from bnpzoo.inference.conjugate import responsibilities
     from bnpzoo.ops import conjugate_sticks
 
-    x = torch.as_tensor(_drawn_from_the_program(covariance if covariance != "fixed" else "diag", 0, n=600)[0],
-                        dtype=torch.float64)
+    if covariance == "bernoulli":
+        x = torch.as_tensor(_binary_clusters(0)[0], dtype=torch.float64)
+    else:
+        x = torch.as_tensor(_drawn_from_the_program(covariance if covariance != "fixed" else "diag", 0, n=600)[0],
+                            dtype=torch.float64)
     schedule = optim.natural_gradient_svi
     monkeypatch.setattr(optim, "natural_gradient_svi", lambda: schedule(tau=0.0))  # p_t = t^-0.5: p_1 = 1
     seen, create = {}, mixture_session.StochasticSession._create_params
@@ -273,8 +296,8 @@ def test_a_natural_gradient_step_of_one_on_the_full_batch_is_the_batch_update(co
     monkeypatch.setattr(mixture_session.StochasticSession, "_create_params", created)
     monkeypatch.setattr(mixture_session.StochasticSession, "_reorganise", lambda session: seen.update(
         after=natural_names(*natural_factors())))
-    est = DPGMM(inference="natgrad-svi", covariance=covariance, batch_size=600, max_iter=1, dtype="float64",
-                random_state=0).fit(x)
+    settings = dict(inference="natgrad-svi", batch_size=len(x), max_iter=1, dtype="float64", random_state=0)
+    est = (DPBMM(**settings) if covariance == "bernoulli" else DPGMM(covariance=covariance, **settings)).fit(x)
     prior, family = est._session.component_prior, est._family()
     factor, (c1, c0) = seen["before"]
     resp = responsibilities(x, family, factor, prior, c1, c0)
@@ -283,3 +306,42 @@ def test_a_natural_gradient_step_of_one_on_the_full_batch_is_the_batch_update(co
     assert set(expected) == set(seen["after"])
     for name, value in expected.items():
         torch.testing.assert_close(seen["after"][name], value.to(seen["after"][name].dtype), rtol=1e-10, atol=1e-10)
+
+
+def test_binary_clusters_drawn_from_the_bernoulli_program_are_recovered():
+    """Five clusters of about 600 rows: all found, the rows labelled as well as the true parameters
+    label them (to 0.01 of that NMI), and each probability within 0.08 of the truth (a proportion's
+    sampling error is at most sqrt(0.25 / 600) = 0.02: four standard errors; the prior's pull,
+    kappa0 = 2 pseudo-samples, moves it at most 2 / 600)."""
+    from bnpzoo.ops import bernoulli_log_density
+
+    for seed in range(2):
+        x, z, probs = _binary_clusters(seed)
+        est = DPBMM(random_state=seed).fit(x)
+        labels = est.predict(x)
+        best = bernoulli_log_density(torch.as_tensor(x), probs).argmax(1).numpy()  # equal weights
+        assert est.n_clusters_ == 5 and nmi(z, labels) > nmi(z, best) - 0.01
+        for k in range(5):
+            fitted = est.means_[np.bincount(labels[z == k]).argmax()]
+            assert float((fitted - probs[k]).abs().max()) < 0.08, (seed, k)
+
+
+@pytest.mark.parametrize("hard", [True, False], ids=["hard", "soft"])
+@pytest.mark.parametrize("alpha, discount", [(0.1, 0.0), (1.0, 0.5), (20.0, 0.0)])
+def test_the_bernoulli_objective_never_drops(alpha, discount, hard):
+    from bnpzoo.inference.kmeans import kmeans
+    from bnpzoo.inference.vmm import fit_vmm
+
+    x = torch.as_tensor(_binary_clusters(3, n=800)[0], dtype=torch.float64)
+    prior = ComponentPrior(mean=x.mean(0), mean_precision=2.0, covariance=torch.eye(x.shape[1], dtype=x.dtype))
+    _, labels = kmeans(x, 20, seed=0)
+    fit = fit_vmm(x, labels, 20, family=BetaBernoulliFamily(), prior=prior, alpha=alpha, discount=discount,
+                  hard=hard, merge_moves=True, pruning_precision=20.0, max_iter=200, tol=0.0)
+    for start, end in zip(fit.phase_starts, fit.phase_starts[1:] + [len(fit.objective_trace)]):
+        trace = np.array(fit.objective_trace[start:end])
+        assert (np.diff(trace) >= -1e-9 * np.abs(trace[:-1])).all()
+
+
+def test_dpbmm_refuses_what_is_not_binary():
+    with pytest.raises(ValueError, match=r"binary.*X\[0, 1\] = 0.5"):
+        DPBMM().fit(np.array([[1.0, 0.5], [0.0, 1.0], [1.0, 1.0]]))

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from bnpzoo import DPGMM, HDPGD, PYPGGM, CoupledDP, MixtureSVI
+from bnpzoo import DPBMM, DPGMM, HDPGD, PYPGGM, CoupledDP, MixtureSVI
 from bnpzoo.cli import main
 from test_mixture import student_t_model  # models/dp_gmm.py copied with a Student-t likelihood
 
@@ -47,6 +47,10 @@ ESTIMATORS = {
     "dpgmm sga": lambda: DPGMM(truncation=10, inference="sga", max_iter=30, random_state=0),
     "dpgmm natgrad-svi": lambda: DPGMM(truncation=10, inference="natgrad-svi", max_iter=30, random_state=0),
     "dpgmm vi": lambda: DPGMM(truncation=10, inference="vi", max_iter=30, random_state=0),
+    "dpgmm natgrad-svi full": lambda: DPGMM(truncation=10, inference="natgrad-svi", covariance="full", max_iter=30,
+                                            random_state=0),
+    "dpbmm vmm": lambda: DPBMM(truncation=10, random_state=0),
+    "dpbmm natgrad-svi": lambda: DPBMM(truncation=10, inference="natgrad-svi", max_iter=30, random_state=0),
     "pypggm svmm": lambda: PYPGGM(truncation=10, max_iter=30, random_state=0),
     "mixture-svi student-t": lambda: MixtureSVI(model=student_t_model, truncation=10, max_iter=30, random_state=0),
     "hdpgd vi": lambda: HDPGD(truncation=6, group_truncation=3, max_iter=20, random_state=0),

@@ -15,11 +15,13 @@ family                         ``covariance``      learned per cluster
 ``NormalGammaFamily()``        ``"diag"``          mean and one variance per feature
 ``NormalGammaFamily(True)``    ``"spherical"``     mean and one variance
 ``GeneralizedGaussianFamily``  ``"fixed"``         mean (a shared, fixed std per feature)
+``BetaBernoulliFamily``        (binary features)   a probability per feature (Beta prior)
 ``TracedFamily``               (a user's program)  what the program's guide fits
 =============================  ==================  =========================================
 """
 
 from bnpzoo.families.base import ComponentPrior, ConjugateFamily
+from bnpzoo.families.beta_bernoulli import BetaBernoulliFamily
 from bnpzoo.families.generalized_gaussian import GeneralizedGaussianFamily
 from bnpzoo.families.normal_gamma import NormalGammaFamily
 from bnpzoo.families.normal_wishart import NormalWishartFamily
@@ -34,5 +36,5 @@ def gaussian_family(covariance: str):
             "fixed": lambda: GeneralizedGaussianFamily(2.0)}[covariance]()
 
 
-__all__ = ["COVARIANCES", "ComponentPrior", "ConjugateFamily", "GeneralizedGaussianFamily", "NormalGammaFamily",
-           "NormalWishartFamily", "TracedFamily", "gaussian_family"]
+__all__ = ["BetaBernoulliFamily", "COVARIANCES", "ComponentPrior", "ConjugateFamily", "GeneralizedGaussianFamily",
+           "NormalGammaFamily", "NormalWishartFamily", "TracedFamily", "gaussian_family"]

@@ -1,0 +1,67 @@
+"""``bnpzoo.DPBMM``: the Dirichlet- (or Pitman-Yor-) process mixture of Bernoulli distributions over
+binary features behind a scikit-learn face.
+
+The one place that pairs ``models.bernoulli_mixture`` with its family (``families.beta_bernoulli``)
+and the conjugate learners of the shared core (``bnpzoo.mixture``).
+"""
+
+from bnpzoo._validation import Interval, OneOf
+from bnpzoo.families.beta_bernoulli import BetaBernoulliFamily, prior_means
+from bnpzoo.mixture import COMMON_CONSTRAINTS, StickMixture
+from bnpzoo.models.bernoulli_mixture import model as bernoulli_model
+
+
+class DPBMM(StickMixture):
+    """Stick-breaking mixture of Bernoulli distributions: each cluster a probability per binary feature,
+    with a Beta prior centred on the data's mean (``models.bernoulli_mixture``).
+
+    Parameters (keyword-only)
+    ----------
+    truncation : int, K, the most clusters the fit can use.
+    inference : "vmm" (batch closed-form updates with soft assignments and merge moves,
+        ``inference.vmm``) or "natgrad-svi" (conjugate natural-gradient SVI on minibatches,
+        [PYPM-sVMM] Table I): the learners that need the family's closed forms.
+    alpha, discount : the sticks Beta(1 - d, alpha + k d); discount 0 is the Dirichlet process.
+    prior_precision : kappa0, how many samples each probability's prior Beta(kappa0 m0, kappa0 (1 - m0))
+        is worth (m0 the data's mean per feature, clamped into [0.01, 0.99]).
+
+    The other arguments, the fitted attributes (``means_`` are the clusters' probabilities,
+    ``covariances_`` their variances mu (1 - mu)) and the methods are those of ``DPGMM``.
+    """
+
+    _parameter_constraints = {
+        "inference": OneOf("vmm", "natgrad-svi"),
+        "alpha": Interval(float),
+        "discount": Interval(float, 0, 1, high_open=True),
+        **COMMON_CONSTRAINTS,
+    }
+
+    def __init__(self, *, truncation=50, inference="vmm", alpha=1.0, discount=0.0, prior_precision=2.0,
+                 pruning_precision=None, split_moves=False, assignment=None, guide="map", max_iter=500, tol=1e-5,
+                 prune_threshold=1e-3, batch_size=None, learning_rate=None, n_init=3, device=None, dtype="float32",
+                 random_state=None, verbose=False, data_parallel=False):
+        self._store(locals())
+
+    def _resolve(self, x) -> None:
+        """Binary features only: a clear error for anything else."""
+        binary = (x == 0) | (x == 1)
+        if not bool(binary.all()):
+            row, column = (~binary).nonzero()[0].tolist()
+            raise ValueError(f"DPBMM models binary features (0 or 1); X[{row}, {column}] = {float(x[row, column])}")
+
+    def _program(self):
+        return bernoulli_model
+
+    def _family(self):
+        return BetaBernoulliFamily()
+
+    def _stick_prior(self) -> dict:
+        return dict(alpha=self.alpha, discount=self.discount)
+
+    def _given_scale(self):
+        return None
+
+    def _program_kwargs(self, std, prior_mean) -> dict:
+        return dict(alpha=self.alpha, discount=self.discount, prior_mean=prior_means(prior_mean),
+                    prior_precision=self.prior_precision)
+
