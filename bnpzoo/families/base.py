@@ -115,10 +115,6 @@ class ConjugateFamily:
         mean-field guide of natural-gradient SVI)."""
         raise NotImplementedError
 
-    def select(self, q: dict, keep: torch.Tensor) -> dict:
-        """The clusters ``keep`` of the factors q, in that order."""
-        return {name: value[keep] for name, value in q.items()}
-
     @staticmethod
     def add(first: dict, second: dict) -> dict:
         """Statistics of the union of two sets of rows."""
