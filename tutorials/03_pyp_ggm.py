@@ -84,7 +84,9 @@ ax.legend();
 # ## What the discount does
 # Data drawn from the model itself with d = 0.5: a Pitman-Yor process gives cluster sizes with a
 # power-law tail (many clusters of a handful of points), where a Dirichlet process's sizes fall
-# off geometrically. We fit it with d = 0 and d = 0.5 and plot the sizes on log axes.
+# off geometrically. We fit it with d = 0 and d = 0.5 and plot the sizes on log axes. The fits set
+# `scale=1.0`, the standard deviation the data were drawn with, so that only the discount differs
+# between them (left unset, the scale is the data-driven default of `bnpzoo.mixture`).
 
 # %%
 pyro.set_rng_seed(1)
