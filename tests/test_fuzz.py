@@ -12,12 +12,15 @@ import numpy as np
 import pytest
 import torch
 
+import bnpzoo.guides
+import bnpzoo.inference
+import bnpzoo.models
 from bnpzoo import DPBMM, DPGMM, HDPGD, PYPGGM, CoupledDP, MixtureSVI
 from bnpzoo.cli import main
 from test_mixture import student_t_model  # models/dp_gmm.py copied with a Student-t likelihood
 
-ROOT = Path(__file__).parents[1]
-OURS = tuple(str(ROOT / folder) for folder in ("bnpzoo", "models", "guides", "inference"))
+# where our packages were imported from (the checkout, or an installed copy)
+OURS = tuple(str(Path(package.__file__).parent) for package in (bnpzoo, bnpzoo.models, bnpzoo.guides, bnpzoo.inference))
 RNG = np.random.default_rng(0)
 BASE = RNG.normal(size=(120, 3))
 
