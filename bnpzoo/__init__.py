@@ -4,7 +4,7 @@ from bnpzoo.threads import prefer_passive_wait
 
 prefer_passive_wait()  # before anything imports torch (``bnpzoo.threads``)
 
-from bnpzoo.coupled_dp import CoupledDP  # noqa: E402
+from bnpzoo.coupled_dp import ConvergenceWarning, CoupledDP  # noqa: E402
 from bnpzoo.diagnostics import compare  # noqa: E402
 from bnpzoo.dp_bmm import DPBMM  # noqa: E402
 from bnpzoo.dp_gmm import DPGMM  # noqa: E402
@@ -14,4 +14,5 @@ from bnpzoo.mixture import MixtureSVI  # noqa: E402
 from bnpzoo.pyp_ggm import PYPGGM  # noqa: E402
 
 __version__ = "0.1.0"
-__all__ = ["CoupledDP", "DPBMM", "DPGMM", "HDPGD", "MixtureSVI", "PYPGGM", "compare", "rank_rows", "__version__"]
+__all__ = ["ConvergenceWarning", "CoupledDP", "DPBMM", "DPGMM", "HDPGD", "MixtureSVI", "PYPGGM", "compare", "rank_rows",
+           "__version__"]

@@ -49,6 +49,8 @@ def _common(parser: Parser):
     parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     parser.add_argument("--device", help="cpu, cuda, cuda:1, ...")
     parser.add_argument("--json", action="store_true", help="end with one JSON line of results")
+    parser.add_argument("--save", metavar="PATH", help="save the fitted model (fit only; read it with the "
+                        "estimator's load)")
     parser.add_argument("--verbose", action="store_true", help="progress bar")
 
 
@@ -194,6 +196,25 @@ def _table(records: list) -> str:
     return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths)) for row in rows)
 
 
+def _topics(record: dict, shown: int = 10, words: int = 8) -> str:
+    """A topic model's fit for a reader: its numbers, then the largest topics' top words."""
+    est = record["_estimator"]
+    numbers = [f"{record['k_used']} topics", f"{record['n']:,} tokens", f"{record['seconds']:.1f} s",
+               f"{record['tokens_per_second']:,} tokens/s", f"document level {'on' if est.documents_ else 'off'}"]
+    if record["perplexity"] is not None:
+        numbers.insert(1, f"held-out perplexity {record['perplexity']:.1f}")
+    if record["rhat"] is not None:
+        numbers.append(f"R-hat {record['rhat']:.3f}")
+    lines = [f"bnpzoo coupled-dp on {record['data']}: " + ", ".join(numbers)]
+    if est.topic_word_ is not None:
+        for k in range(min(shown, est.n_clusters_)):
+            top = torch.argsort(est.topic_word_[k], descending=True)[:words].tolist()
+            lines.append(f"topic {k:2d} ({float(est.weights_[k]):5.1%}): " + " ".join(est.vocabulary_[i] for i in top))
+        if est.n_clusters_ > shown:
+            lines.append(f"... and {est.n_clusters_ - shown} smaller topics")
+    return "\n".join(lines)
+
+
 def cmd_fit(args, extra) -> None:
     options = _model_options(args.model, extra)
     args.inference = args.inference or MODELS[args.model].default_learner
@@ -207,8 +228,12 @@ def cmd_fit(args, extra) -> None:
               else run_one(args.model, args.inference, dataset, args, options, group))
     if data_parallel.rank(group) != 0:
         return
+    if args.save:
+        record["_estimator"].save(args.save)
     if args.json:
         print(_json_line(_public(record)))
+    elif MODELS[args.model].grouped:
+        print(_topics(record))
     else:
         print(_table([record]))
 
@@ -242,6 +267,8 @@ def cmd_compare(args, extra) -> None:
         raise UsageError("bnpzoo compare runs in one process: start it without torchrun")
     if extra:
         raise UsageError(f"bnpzoo compare: unrecognized arguments: {' '.join(extra)}")
+    if args.save:
+        raise UsageError("bnpzoo compare fits many models: --save applies to bnpzoo fit")
     dataset, _ = _load(args, None)
     # hdp-gd rows where the data has groups (its proportions are checked by the fit)
     runs = [(model, learner) for model, entry in MODELS.items()

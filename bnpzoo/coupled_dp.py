@@ -6,6 +6,7 @@ grouped real vectors) into a ``Problem``, runs the chains, keeps their summaries
 final state of the best chain for prediction and perplexity.
 """
 
+import sys
 import tempfile
 import time
 import warnings
@@ -25,6 +26,11 @@ from bnpzoo.threads import fit_threads
 
 INFERENCE = ("gibbs",)
 POOL = 150  # atoms in the default pool for words (``truncation=None``)
+RHAT_LIMIT = 1.1  # above it, the chains have not mixed (``_check_mixing``)
+
+
+class ConvergenceWarning(UserWarning):
+    """A fit whose chains have not mixed: more sweeps are needed."""
 
 
 class CoupledDP(Estimator):
@@ -62,9 +68,11 @@ class CoupledDP(Estimator):
         split-merge moves (run on cells, they left that decorrelation as it was).
     documents : the document level (words only; ``models.coupled_dp``): each document d of group t
         has its own topic proportions theta_d ~ DP(doc_concentration, D_t), as in an HDP whose top
-        level is D_t; without it every word of a group is a draw from D_t itself. Documents come
-        from the list of token lists (a ``Corpus``'s ``docs``). Use it for corpora of documents
-        (news by source, papers by year); leave it off when a group is one topically pure unit.
+        level is D_t; without it every word of a group is a draw from D_t itself. None (default):
+        on for words (token lists, a ``Corpus``) unless ``label_step="blocked"``, off for real
+        vectors. On the seven corpora of ``benchmarks/bench_coupled_documents.py`` it gave the lower
+        held-out perplexity on every one (lee_background 1,250 against 1,948). Set False when a
+        group is one topically pure unit (a bag of words per group).
     doc_concentration : b, how closely theta_d follows D_t (b -> infinity: the model without
         documents).
     split_merge : split-merge moves per group in each of the sampler's steps 3 and 6 (words only;
@@ -97,7 +105,10 @@ class CoupledDP(Estimator):
     atoms) and ``vocabulary_`` for words, ``means_`` and ``precisions_`` for vectors; and
     ``n_features_in_`` (vocabulary size or D), ``n_tokens_``, ``n_iter_`` (sweeps per chain),
     ``fit_seconds_``, ``sampling_seconds_`` and ``tokens_per_second_`` (sweeps of all chains x
-    training tokens / sampling seconds; after a resume, of the sweeps this fit ran).
+    training tokens / sampling seconds; after a resume, of the sweeps this fit ran),
+    ``compile_seconds_`` (before sampling, the sampler's compiled loops loaded from numba's cache,
+    or compiled on the first fit of a new install, about 20 s, which ``verbose`` announces), and
+    ``documents_`` (whether the document level ran).
     """
 
     _parameter_constraints = {
@@ -112,7 +123,7 @@ class CoupledDP(Estimator):
         "prior_shape": Interval(float, 0, low_open=True),
         "prior_rate": Interval(float, 0, low_open=True),
         "label_step": OneOf("collapsed", "blocked"),
-        "documents": OneOf(True, False),
+        "documents": OneOf(None, True, False),
         "doc_concentration": Interval(float, 0, low_open=True),
         "split_merge": Interval(int, 0),
         "max_iter": Interval(int, 1),
@@ -127,11 +138,12 @@ class CoupledDP(Estimator):
     _fitted_attributes = ("q_", "n_groups_", "n_clusters_", "weights_", "topic_word_", "vocabulary_", "means_",
                           "precisions_", "n_features_in_", "n_tokens_", "n_iter_", "fit_seconds_",
                           "sampling_seconds_", "tokens_per_second_", "rhat_", "samples_", "group_values_",
-                          "group_weights_", "truncation_", "beta_")
+                          "group_weights_", "truncation_", "beta_", "documents_",
+                          "compile_seconds_")
 
     def __init__(self, *, config="m-ldp", q=None, sigma=1.0, truncation=None, inference="gibbs", alpha=None,
                  beta=None, prior_mean=0.0, prior_kappa=1.0, prior_shape=1.0, prior_rate=1.0, label_step="collapsed",
-                 documents=False, doc_concentration=1.0, split_merge=1, max_iter=200, warmup=100, thin=1,
+                 documents=None, doc_concentration=1.0, split_merge=1, max_iter=200, warmup=100, thin=1,
                  num_chains=1, checkpoint=None, checkpoint_every=50, random_state=None, verbose=False):
         self.config = config
         self.q = q
@@ -169,6 +181,10 @@ class CoupledDP(Estimator):
         if groups.ndim != 1 or groups.dtype.kind not in "iu":
             raise ValueError(f"groups must be a 1-D array of integers, got {groups.dtype} of shape {groups.shape}")
         values, group_index = np.unique(groups, return_inverse=True)
+        if isinstance(X, (list, tuple)) and any(isinstance(doc, str) for doc in X):
+            first = next(i for i, doc in enumerate(X) if isinstance(doc, str))
+            raise ValueError(f"X[{first}] is a string; a document is a list of tokens (strings): split each text "
+                             "first, for example [text.lower().split() for text in texts]")
         if isinstance(X, (list, tuple)) and all(isinstance(doc, (list, tuple)) for doc in X):
             if len(X) != len(groups):
                 raise ValueError(f"groups has {len(groups)} entries for {len(X)} documents")
@@ -198,7 +214,7 @@ class CoupledDP(Estimator):
         from pyro.infer import MCMC
 
         from bnpzoo.inference import coupled_gibbs as gibbs  # the sampler (numba, scipy) loads on first use
-        from bnpzoo.inference.coupled_kernel import CoupledGibbsKernel, log_joint
+        from bnpzoo.inference.coupled_kernel import CoupledGibbsKernel, log_joint, prepare, sampler_cached
 
         self._validate_params()
         start = time.perf_counter()
@@ -212,6 +228,8 @@ class CoupledDP(Estimator):
         multiplicity = None
         if self.documents and self.label_step == "blocked":
             raise ValueError("documents=True draws labels token by token: use label_step='collapsed'")
+        self.documents_ = (vocab is not None and self.label_step == "collapsed") if self.documents is None \
+            else self.documents
         if vocab is not None and self.label_step == "blocked":
             x, group_index, multiplicity = gibbs.cells(x, group_index, len(vocab))
         self.truncation_, self.beta_ = self._truncation(vocab is not None), 0.01 if self.beta is None else self.beta
@@ -221,14 +239,20 @@ class CoupledDP(Estimator):
             beta=float(self.beta_), prior_mean=float(self.prior_mean), prior_kappa=float(self.prior_kappa),
             prior_shape=float(self.prior_shape), prior_rate=float(self.prior_rate),
             alpha=None if self.alpha is None else float(self.alpha), split_merge_moves=int(self.split_merge),
-            documents=documents if self.documents else None, doc_concentration=float(self.doc_concentration))
+            documents=documents if self.documents_ else None, doc_concentration=float(self.doc_concentration))
+        if self.verbose and not sampler_cached():
+            print("bnpzoo: compiling the coupled sampler, once (about 20 s; later fits load it from numba's cache)",
+                  file=sys.stderr, flush=True)
+        self.compile_seconds_ = prepare(problem)
         with tempfile.TemporaryDirectory() as folder:
             kernel = CoupledGibbsKernel(problem, thin=self.thin, state_dir=folder, checkpoint=self._checkpoint(problem))
             # chains in worker processes are spawned: a forked worker hangs once torch's thread pool runs;
             # initial_params only tells each chain its index (the kernel draws its own start)
-            mcmc = MCMC(kernel, num_samples=self.max_iter, warmup_steps=self.warmup, num_chains=self.num_chains,
-                        initial_params={"chain": torch.arange(self.num_chains).squeeze(0)}, mp_context="spawn",
-                        disable_progbar=not self.verbose)
+            with warnings.catch_warnings():  # more chains than cores run one after the other, as documented
+                warnings.filterwarnings("ignore", message="num_chains=", category=UserWarning)
+                mcmc = MCMC(kernel, num_samples=self.max_iter, warmup_steps=self.warmup, num_chains=self.num_chains,
+                            initial_params={"chain": torch.arange(self.num_chains).squeeze(0)}, mp_context="spawn",
+                            disable_progbar=not self.verbose)
             sampling = time.perf_counter()
             mcmc.run()
             self.sampling_seconds_ = time.perf_counter() - sampling
@@ -236,6 +260,7 @@ class CoupledDP(Estimator):
         self.mcmc_ = mcmc
         self.samples_ = {name: value.cpu() for name, value in mcmc.get_samples(group_by_chain=True).items()}
         self.rhat_ = self._rhat()
+        self._check_mixing()
         self._check_pool(problem)
         best = max(states, key=lambda state: float(log_joint(problem, state)))
         self._keep(problem, best, vocab)
@@ -270,6 +295,17 @@ class CoupledDP(Estimator):
             warnings.warn(f"every one of the {pool} atoms held data in some samples (truncation={self.truncation_} "
                           f"atoms for each of {problem.sizes[1]} latent DPs): the truncation may be limiting the "
                           "number of topics; fit again with a larger truncation", UserWarning, stacklevel=3)
+
+    def _check_mixing(self):
+        """Warn when the chains disagree (R-hat of the log joint above 1.1), with the sweeps that
+        would give about 100 effective samples at the rate these chains decorrelated."""
+        if not self.rhat_ > RHAT_LIMIT:
+            return
+        ess = float(arviz().ess(self.to_arviz(), var_names=["log_joint"])["log_joint"])
+        needed = int(np.ceil(self.max_iter * self.thin * 100 / max(ess, 1.0)))
+        warnings.warn(f"the {self.num_chains} chains have not mixed: R-hat of the log joint is {self.rhat_:.2f} "
+                      f"(above {RHAT_LIMIT}) and its effective sample size {ess:.0f}; fit again with about "
+                      f"max_iter={needed} sweeps per chain (or thin)", ConvergenceWarning, stacklevel=3)
 
     def _rhat(self) -> float:
         if self.num_chains < 2:

@@ -37,11 +37,22 @@ class Entry:
             kwargs = {"dest": name, "default": None, "help": f"{constraint.describe()}"}
             if isinstance(constraint, OneOf) and set(constraint.options) == {True, False}:
                 kwargs.update(action="store_const", const=True, help="on (off by default)")
+            elif isinstance(constraint, OneOf) and set(constraint.options) == {None, True, False}:
+                kwargs.update(type=on_or_off, nargs="?", const=True, choices=(True, False), metavar="on|off",
+                              help="on or off (default: the estimator chooses from the data)")
             elif isinstance(constraint, OneOf):
                 kwargs["choices"] = constraint.options
             elif isinstance(constraint, (Interval, Scale, Folder)):
                 kwargs["type"] = constraint.kind
             yield "--" + name.replace("_", "-"), name, kwargs
+
+
+def on_or_off(text: str) -> bool:
+    """A command line's on/off: on, off (and yes/no, true/false)."""
+    words = {"on": True, "yes": True, "true": True, "off": False, "no": False, "false": False}
+    if text.lower() not in words:
+        raise ValueError(f"expected on or off, got {text!r}")
+    return words[text.lower()]
 
 
 MODELS = {

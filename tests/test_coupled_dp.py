@@ -1,6 +1,7 @@
 """``bnpzoo.CoupledDP``: fitting both families, perplexity, save/load, the CLI model."""
 
 import json
+import re
 import warnings
 
 import numpy as np
@@ -8,8 +9,9 @@ import pyro
 import pytest
 import torch
 
-from bnpzoo import CoupledDP
+from bnpzoo import ConvergenceWarning, CoupledDP
 from bnpzoo.cli import main
+from bnpzoo.corpus import read_corpus
 from bnpzoo.metrics import nmi
 
 TOPICS = [["apple", "pear", "plum", "fig"], ["car", "bus", "train", "tram"], ["red", "blue", "green", "pink"]]
@@ -54,6 +56,7 @@ def test_the_blocked_label_step_recovers_the_topics_with_thinning():
     assert est.perplexity(held_out) < 5
 
 
+@pytest.mark.filterwarnings("ignore::bnpzoo.ConvergenceWarning")  # 5 samples a chain
 def test_chains_run_in_worker_processes_where_the_machine_has_the_cores(monkeypatch):
     """pyro.infer.MCMC draws the chains in worker processes when num_chains <= cpu_count - 1 (here
     forced): spawned, as a forked worker hangs in torch's thread pool, and their states come back."""
@@ -102,7 +105,8 @@ def test_the_document_level_recovers_topics_that_documents_mix_within_a_group():
     groups = np.repeat(np.arange(6), 15)
     est = CoupledDP(config="m-ldp", truncation=6, beta=0.1, documents=True, max_iter=200, warmup=100,
                     random_state=0).fit(docs, groups)
-    plain = CoupledDP(config="m-ldp", truncation=6, beta=0.1, max_iter=40, warmup=40, random_state=0).fit(docs, groups)
+    plain = CoupledDP(config="m-ldp", truncation=6, beta=0.1, documents=False, max_iter=40, warmup=40,
+                      random_state=0).fit(docs, groups)
     vocab = est.vocabulary_
     mass = torch.stack([est.topic_word_[:, [vocab.index(w) for w in topic]].sum(1) for topic in TOPICS], 1)
     big = est.weights_ > 0.05
@@ -113,6 +117,62 @@ def test_the_document_level_recovers_topics_that_documents_mix_within_a_group():
         CoupledDP(documents=True).fit(np.zeros((4, 2)), [0, 0, 1, 1])
     with pytest.raises(ValueError, match="collapsed"):
         CoupledDP(documents=True, label_step="blocked").fit(docs, groups)
+
+
+def test_the_document_level_is_the_default_for_words_and_off_for_vectors():
+    docs, groups = _corpus(docs_per_group=2)
+    assert CoupledDP(truncation=4, max_iter=2, warmup=0, random_state=0).fit(docs, groups).documents_
+    assert not CoupledDP(truncation=4, max_iter=2, warmup=0, label_step="blocked", random_state=0).fit(
+        docs, groups).documents_
+    assert not CoupledDP(truncation=4, max_iter=2, warmup=0, documents=False, random_state=0).fit(
+        docs, groups).documents_
+    x = np.random.default_rng(0).normal(size=(12, 2))
+    assert not CoupledDP(max_iter=2, warmup=0, random_state=0).fit(x, np.arange(12) % 2).documents_
+
+
+def test_chains_that_disagree_say_how_many_sweeps_to_run():
+    """Two chains of 5 sweeps from different starts: R-hat of the log joint above 1.1, and the
+    warning names a larger max_iter."""
+    docs, groups = _corpus()
+    with pytest.warns(ConvergenceWarning, match=r"have not mixed: R-hat of the log joint is .* max_iter=\d+") as caught:
+        est = CoupledDP(truncation=4, max_iter=5, warmup=5, num_chains=2, random_state=0).fit(docs, groups)
+    assert est.rhat_ > 1.1
+    assert int(re.search(r"max_iter=(\d+)", str(caught[0].message)).group(1)) > est.max_iter
+
+
+def test_preparing_the_sampler_leaves_the_fit_s_draws_as_they_were():
+    """``prepare`` compiles the loops on a few tokens before sampling; the generator it drew from
+    is put back, so the fit equals one on an already-compiled sampler."""
+    from bnpzoo.inference import coupled_gibbs
+    from bnpzoo.inference.coupled_kernel import prepare
+
+    docs, groups = _corpus(docs_per_group=2)
+    problem = coupled_gibbs.Problem(x=torch.arange(24) % 6, groups=torch.arange(24) // 12, q=torch.ones(2, 1),
+                                    atoms_per_source=4, vocab_size=6, documents=torch.arange(24) // 6)
+    before = torch.get_rng_state()
+    assert prepare(problem) >= 0 and torch.equal(torch.get_rng_state(), before)
+    first = CoupledDP(truncation=4, max_iter=3, warmup=0, random_state=0).fit(docs, groups)
+    second = CoupledDP(truncation=4, max_iter=3, warmup=0, random_state=0).fit(docs, groups)
+    assert torch.equal(first.samples_["log_joint"], second.samples_["log_joint"])
+
+
+def test_the_cli_prints_the_topics_and_saves_the_model(tmp_path, capsys):
+    docs, groups = _corpus(docs_per_group=5)
+    (tmp_path / "train.txt").write_text("\n".join(" ".join(d) for d in docs) + "\n")
+    (tmp_path / "groups.txt").write_text("\n".join(map(str, groups)) + "\n")
+    (tmp_path / "test.txt").write_text("\n".join(" ".join(d) for d in _corpus(seed=2, docs_per_group=2)[0]) + "\n")
+    argv = ["fit", "coupled-dp", "--data", str(tmp_path / "train.txt"), "--groups", str(tmp_path / "groups.txt"),
+            "--test-data", str(tmp_path / "test.txt"), "--truncation", "5", "--iters", "30", "--save",
+            str(tmp_path / "model.pt")]
+    assert main(argv) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert "held-out perplexity" in out[0] and "document level on" in out[0]
+    topics = [line for line in out if line.startswith("topic ")]
+    loaded = CoupledDP.load(tmp_path / "model.pt")
+    assert len(topics) == min(10, loaded.n_clusters_)
+    top = loaded.vocabulary_[int(loaded.topic_word_[0].argmax())]
+    assert top == topics[0].split(": ")[1].split()[0]
+    assert f"{loaded.perplexity(read_corpus(str(tmp_path / 'test.txt'))):.1f}" in out[0]
 
 
 def test_a_full_atom_pool_is_not_silent():
@@ -130,6 +190,7 @@ def test_a_full_atom_pool_is_not_silent():
     (dict(X=[["a", "b"], ["c"]], groups=None), "needs groups"),
     (dict(X=[["a", "b"], ["c"]], groups=[0]), "1 entries for 2 documents"),
     (dict(X=[["a", "b"], ["c"]], groups=[0.5, 1.0]), "integers"),
+    (dict(X=["a b", "c"], groups=[0, 1]), r"X\[0\] is a string; a document is a list of tokens"),
 ])
 def test_bad_input_is_named(args, message):
     with pytest.raises(ValueError, match=message):
@@ -150,9 +211,11 @@ def test_the_cli_fits_a_text_corpus_and_scores_held_out_documents(tmp_path, caps
     (tmp_path / "test.txt").write_text("\n".join(" ".join(d) for d in _corpus(seed=2, docs_per_group=2)[0]) + "\n")
     argv = ["fit", "coupled-dp", "--inference", "gibbs", "--data", str(tmp_path / "train.txt"), "--groups",
             str(tmp_path / "groups.txt"), "--test-data", str(tmp_path / "test.txt"), "--config", "sngp",
-            "--truncation", "5", "--iters", "30", "--warmup", "20", "--num-chains", "2", "--documents", "--json"]
-    with pytest.warns(UserWarning, match="sequentially"):
+            "--truncation", "5", "--iters", "30", "--warmup", "20", "--num-chains", "2", "--json"]
+    with warnings.catch_warnings(record=True) as caught:  # 2 chains on fewer cores: sequential, as documented
+        warnings.simplefilter("always")
         assert main(argv) == 0
+    assert not [w for w in caught if "num_chains" in str(w.message)]
     record = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert record["model"] == "coupled-dp" and record["n"] == 6 * 5 * 12 and record["d"] == 12
     assert 1 < record["perplexity"] < 12 and record["tokens_per_second"] > 0 and record["iterations"] == 50

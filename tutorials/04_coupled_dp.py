@@ -23,8 +23,6 @@
 # `digits-bags`: each 8x8 digit is a bag of pixel tokens, grouped by class.
 
 # %%
-import warnings
-
 import matplotlib.pyplot as plt
 import numpy as np
 
@@ -34,8 +32,6 @@ from bnpzoo.diagnostics import arviz
 from bnpzoo.models.coupled_configs import inheritance_matrix
 
 az = arviz()  # ArviZ itself, without its once-a-day notice about the coming 1.x
-
-warnings.filterwarnings("ignore", message="num_chains")  # 2 chains on a 2-core machine run one after the other
 
 bags = digits_bags()
 print(len(bags.docs), "documents,", sum(map(len, bags.docs)), "tokens,", len(set(bags.groups)), "groups")
@@ -62,7 +58,8 @@ plt.tight_layout()
 # fixed-shape summaries (log joint, atoms per latent DP, atoms per group, concentrations), so
 # that R-hat, ESS and ArviZ work. Digits-bags repeats its 64 pixel tokens many times within a
 # class (562k tokens, 517 (class, pixel) cells), so `label_step="blocked"` draws each cell's
-# labels as one multinomial instead of token by token. The benchmark runs 4 chains of 102,000
+# labels as one multinomial instead of token by token; the document level, the default for token
+# lists, draws token by token, so here it is off (`est.documents_`). The benchmark runs 4 chains of 102,000
 # sweeps (see `benchmarks/reports/coupled_rhat.md`); these two are far too short to converge.
 
 # %%
