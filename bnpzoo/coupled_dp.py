@@ -74,7 +74,8 @@ class CoupledDP(Estimator):
         held-out perplexity on every one (lee_background 1,250 against 1,948). Set False when a
         group is one topically pure unit (a bag of words per group).
     doc_concentration : b, how closely theta_d follows D_t (b -> infinity: the model without
-        documents).
+        documents). None: sampled, under Gamma(1, 1) (``inference.coupled_gibbs``,
+        ``update_doc_concentration``); ``doc_concentration_`` is its value in the kept state.
     split_merge : split-merge moves per group in each of the sampler's steps 3 and 6 (words only;
         ``inference.coupled_gibbs``): they carry a group's tokens between two atoms at once. On
         the topic-recovery test corpus they took recovery from 6 of 8 seeds to 8 of 8 in 80
@@ -124,7 +125,7 @@ class CoupledDP(Estimator):
         "prior_rate": Interval(float, 0, low_open=True),
         "label_step": OneOf("collapsed", "blocked"),
         "documents": OneOf(None, True, False),
-        "doc_concentration": Interval(float, 0, low_open=True),
+        "doc_concentration": Interval(float, 0, low_open=True, optional=True),
         "split_merge": Interval(int, 0),
         "max_iter": Interval(int, 1),
         "thin": Interval(int, 1),
@@ -139,7 +140,7 @@ class CoupledDP(Estimator):
                           "precisions_", "n_features_in_", "n_tokens_", "n_iter_", "fit_seconds_",
                           "sampling_seconds_", "tokens_per_second_", "rhat_", "samples_", "group_values_",
                           "group_weights_", "truncation_", "beta_", "documents_",
-                          "compile_seconds_")
+                          "compile_seconds_", "doc_concentration_")
 
     def __init__(self, *, config="m-ldp", q=None, sigma=1.0, truncation=None, inference="gibbs", alpha=None,
                  beta=None, prior_mean=0.0, prior_kappa=1.0, prior_shape=1.0, prior_rate=1.0, label_step="collapsed",
@@ -239,7 +240,8 @@ class CoupledDP(Estimator):
             beta=float(self.beta_), prior_mean=float(self.prior_mean), prior_kappa=float(self.prior_kappa),
             prior_shape=float(self.prior_shape), prior_rate=float(self.prior_rate),
             alpha=None if self.alpha is None else float(self.alpha), split_merge_moves=int(self.split_merge),
-            documents=documents if self.documents_ else None, doc_concentration=float(self.doc_concentration))
+            documents=documents if self.documents_ else None,
+            doc_concentration=None if self.doc_concentration is None else float(self.doc_concentration))
         if self.verbose and not sampler_cached():
             print("bnpzoo: compiling the coupled sampler, once (about 20 s; later fits load it from numba's cache)",
                   file=sys.stderr, flush=True)
@@ -324,6 +326,7 @@ class CoupledDP(Estimator):
         self.group_weights_ = mixing / mixing.sum(1, keepdim=True)  # D_t over the used atoms, renormalised
         self.topic_word_ = gibbs.topic_word(problem, state)[used] if vocab is not None else None
         self.vocabulary_ = vocab
+        self.doc_concentration_ = None if problem.documents is None else gibbs.doc_concentration(problem, state)
         self.means_ = None if vocab is not None else state.params["mean"][used]
         self.precisions_ = None if vocab is not None else state.params["precision"][used]
 

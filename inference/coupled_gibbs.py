@@ -119,6 +119,7 @@ class GibbsState:
     inherit: torch.Tensor  # (T, K) in {0, 1}
     z: torch.Tensor  # (N,) long
     tables: torch.Tensor | None = None  # (T, K) m_tk, the document level's table counts per group
+    doc_concentration: torch.Tensor | None = None  # b, where it is sampled (``Problem.doc_concentration`` None)
 
 
 @dataclass(frozen=True)
@@ -145,8 +146,10 @@ class Problem:
     # its tokens, and the labels z are (C, K) counts; step 1 is then blocked
     multiplicity: torch.Tensor | None = None
     # the document level: the document of each token (0..D-1, tokens sorted by document), and b
+    # (None: sampled under Gamma(doc_concentration_prior), ``update_doc_concentration``)
     documents: torch.Tensor | None = None
-    doc_concentration: float = 1.0
+    doc_concentration: float | None = 1.0
+    doc_concentration_prior: tuple = (1.0, 1.0)
 
     @property
     def sizes(self):
@@ -158,7 +161,8 @@ class Problem:
         kwargs = dict(groups=self.groups, q=self.q, atoms_per_source=self.atoms_per_source, family=self.family,
                       alpha=self.alpha, alpha_prior=self.alpha_prior)
         if self.documents is not None:
-            kwargs.update(documents=self.documents, doc_concentration=self.doc_concentration)
+            kwargs.update(documents=self.documents, doc_concentration=self.doc_concentration,
+                          doc_concentration_prior=self.doc_concentration_prior)
         if self.family == "categorical":
             return dict(kwargs, vocab_size=self.vocab_size, beta=self.beta)
         return dict(kwargs, prior_mean=self.prior_mean, prior_kappa=self.prior_kappa, prior_shape=self.prior_shape,
@@ -181,6 +185,11 @@ class Problem:
         """Where each document's tokens start, and N last (the document level)."""
         documents = _numpy(self.documents, np.int64)
         return np.searchsorted(documents, np.arange(documents[-1] + 2)).astype(np.int64)
+
+    @cached_property
+    def document_lengths(self) -> torch.Tensor:
+        """n_d, the tokens of each document (the document level; every document has some)."""
+        return torch.from_numpy(np.diff(self.document_starts))
 
     @cached_property
     def group_order(self) -> tuple:
@@ -228,14 +237,18 @@ def mixture_counts(problem: Problem, state: GibbsState) -> torch.Tensor:
     return state.tables if problem.documents is not None else label_counts(problem, state.z)
 
 
-def draw_tables(problem: Problem, z: torch.Tensor, mixing: torch.Tensor) -> torch.Tensor:
+def doc_concentration(problem: Problem, state: GibbsState) -> float:
+    """b: the problem's, or the state's where it is sampled."""
+    return float(problem.doc_concentration if problem.doc_concentration is not None else state.doc_concentration)
+
+
+def draw_tables(problem: Problem, z: torch.Tensor, mixing: torch.Tensor, b: float) -> torch.Tensor:
     """m_tk = sum over group t's documents of m_dk, each m_dk drawn by Antoniak's scheme from
     p(m | n_dk, b D_t(k)) propto |s(n_dk, m)| (b D_t(k))^m: the j-th token (j = 0, 1, ...) of
     atom k in document d opens a table with probability b D_t(k) / (b D_t(k) + j)
     (``coupled_numba.document_tables``)."""
     tables = coupled_numba.document_tables(problem.host_arrays[1], problem.document_starts, _numpy(z, np.int64),
-                                           _numpy(mixing), float(problem.doc_concentration),
-                                           _numpy(torch.rand(len(z), dtype=torch.float64)))
+                                           _numpy(mixing), b, _numpy(torch.rand(len(z), dtype=torch.float64)))
     return torch.from_numpy(tables).to(mixing)
 
 
@@ -295,7 +308,7 @@ def label_log_likelihood(problem: Problem, state: GibbsState) -> torch.Tensor:
     if problem.documents is not None:
         value = coupled_numba.document_log_likelihood(problem.host_arrays[1], problem.document_starts,
                                                       _numpy(state.z, np.int64), _numpy(mix),
-                                                      float(problem.doc_concentration))
+                                                      doc_concentration(problem, state))
         return torch.tensor(value, dtype=mix.dtype, device=mix.device)
     counts = label_counts(problem, state.z)
     return torch.where(counts > 0, counts * mix.log(), torch.zeros_like(mix)).sum()
@@ -347,9 +360,10 @@ def update_labels(problem: Problem, state: GibbsState) -> GibbsState:  # step 1
         return replace(state, z=torch.from_numpy(z).to(state.z))
     if problem.documents is not None:  # theta_d collapsed, then the tables: one blocked step for (z, m)
         z = _numpy(state.z, np.int64)
-        coupled_numba.document_labels(*_document_arrays(problem, z, mix),
+        coupled_numba.document_labels(*_document_arrays(problem, state, z, mix),
                                       _numpy(torch.rand(z.shape[0], dtype=torch.float64)))
-        return move_document_cells(problem, replace(state, z=torch.from_numpy(z).to(state.z.device)), mix)
+        state = move_document_cells(problem, replace(state, z=torch.from_numpy(z).to(state.z.device)), mix)
+        return update_doc_concentration(problem, state)
     if problem.family == "categorical":
         z = _numpy(state.z, np.int64)
         # D_t(k) below 1e-30 of the group's largest are flushed to 0: even K of them would not
@@ -364,8 +378,8 @@ def update_labels(problem: Problem, state: GibbsState) -> GibbsState:  # step 1
     return replace(state, z=z)
 
 
-def _document_arrays(problem: Problem, z: np.ndarray, mix: torch.Tensor) -> tuple:
-    return (*problem.host_arrays, problem.document_starts, z, _numpy(mix), float(problem.doc_concentration),
+def _document_arrays(problem: Problem, state: GibbsState, z: np.ndarray, mix: torch.Tensor) -> tuple:
+    return (*problem.host_arrays, problem.document_starts, z, _numpy(mix), doc_concentration(problem, state),
             problem.vocab_size, float(problem.beta))
 
 
@@ -375,9 +389,28 @@ def move_document_cells(problem: Problem, state: GibbsState, mix: torch.Tensor |
     if mix is None:
         mix = mixing_weights(state.coeffs, state.inherit, state.weight, state.source, problem.sizes[1])
     z = _numpy(state.z, np.int64)
-    coupled_numba.document_moves(*_document_arrays(problem, z, mix), int(torch.randint(2**31 - 1, ())))
+    coupled_numba.document_moves(*_document_arrays(problem, state, z, mix), int(torch.randint(2**31 - 1, ())))
     z = torch.from_numpy(z).to(state.z.device)
-    return replace(state, z=z, tables=draw_tables(problem, z, mix))
+    return replace(state, z=z, tables=draw_tables(problem, z, mix, doc_concentration(problem, state)))
+
+
+def update_doc_concentration(problem: Problem, state: GibbsState) -> GibbsState:  # in step 1
+    """b given the labels and tables, where it is sampled (Escobar and West 1995; Teh et al. 2006,
+    appendix A). With theta_d integrated out, b enters p(z, m | b, D) only as
+        b^(m..) prod_d G(b) / G(b + n_d),    m.. = sum_tk m_tk (every table), n_d = tokens of d,
+    and G(b) / G(b + n) = (1 / G(n)) int_0^1 w^b (1 - w)^(n - 1) (1 + n / b) dw, so with
+    auxiliaries w_d ~ Beta(b + 1, n_d) and s_d ~ Bernoulli(n_d / (n_d + b)) the conditional of b
+    is Gamma(shape + m.. - sum_d s_d, rate - sum_d ln w_d), drawn exactly; w and s are dropped."""
+    if problem.documents is None or problem.doc_concentration is not None:
+        return state
+    b, n = state.doc_concentration, problem.document_lengths.to(state.doc_concentration)
+    # raw draws: torch.distributions' objects cost more than the arithmetic on small corpora
+    upper, lower = torch._standard_gamma((b + 1).expand_as(n)), torch._standard_gamma(n)
+    log_w = upper.log() - (upper + lower).log()  # w ~ Beta(b + 1, n_d)
+    s = (torch.rand(n.shape, dtype=n.dtype, device=n.device) * (n + b) < n).sum()  # s_d ~ Bernoulli(n_d / (n_d + b))
+    shape, rate = problem.doc_concentration_prior
+    b = torch._standard_gamma(shape + state.tables.sum() - s) / (rate - log_w.sum())
+    return replace(state, doc_concentration=_floored(b))
 
 
 def _move_atoms(problem: Problem, state: GibbsState, move_owner: bool) -> GibbsState:
@@ -603,12 +636,13 @@ def state_from_trace(trace, problem: Problem) -> GibbsState:
         alpha = value("alpha")
     else:
         alpha = torch.full((problem.sizes[1],), float(problem.alpha), dtype=coeffs.dtype, device=coeffs.device)
+    b = value("doc_concentration") if problem.documents is not None and problem.doc_concentration is None else None
     state = GibbsState(alpha=alpha, source=value("source"), weight=_floored(value("weight")), params=params,
-                       coeffs=coeffs, inherit=value("inherit"), z=value("z"))
+                       coeffs=coeffs, inherit=value("inherit"), z=value("z"), doc_concentration=b)
     return with_tables(problem, state) if problem.documents is not None and len(state.z) == len(problem.x) else state
 
 
 def with_tables(problem: Problem, state: GibbsState) -> GibbsState:
     """The state with the document level's tables drawn given its labels (``draw_tables``)."""
     mix = mixing_weights(state.coeffs, state.inherit, state.weight, state.source, problem.sizes[1])
-    return replace(state, tables=draw_tables(problem, state.z, mix))
+    return replace(state, tables=draw_tables(problem, state.z, mix, doc_concentration(problem, state)))

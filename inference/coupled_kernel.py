@@ -8,6 +8,7 @@ R-hat, ESS and ``arviz.from_pyro`` apply:
     atoms_per_source  (S,) atoms holding at least one observation, by owning latent DP
     atoms_per_group   (T,) atoms holding at least one observation of each group
     alpha             (S,) the latent DPs' concentrations
+    doc_concentration b, the document level's concentration, where it is sampled
 
 The full state of each chain's last sweep is kept for prediction: in ``chain_states``, and with
 ``state_dir`` also written there as a file, which is how it comes back from chains that MCMC runs
@@ -61,6 +62,9 @@ def log_joint(problem: gibbs.Problem, state: gibbs.GibbsState) -> torch.Tensor:
                + Bernoulli(q[:, state.source], validate_args=False).log_prob(state.inherit.to(q.dtype)).sum())
     if problem.alpha is None:
         latents = latents + Gamma(*problem.alpha_prior, validate_args=False).log_prob(alpha).sum()
+    if problem.documents is not None and problem.doc_concentration is None:
+        b = state.doc_concentration.to(q.dtype)
+        latents = latents + Gamma(*problem.doc_concentration_prior, validate_args=False).log_prob(b)
     if problem.family == "gaussian":
         precision, mean = state.params["precision"], state.params["mean"]
         latents = (latents
@@ -122,11 +126,14 @@ class CoupledGibbsKernel(MCMCKernel):
         prior median, labels from the groups' mixtures, then labels given the data. (Draws from
         Gamma(0.1, 0.1) span 1e-10 to 13, and a chain keeps the layout of atoms its first alpha
         sets: a latent DP started near 5 hands its atoms to many groups.)"""
-        values = None
+        values, median = {}, lambda shape, rate: float(scipy.stats.gamma(shape, scale=1 / rate).median())
         if self.problem.alpha is None:
-            shape, rate = self.problem.alpha_prior
-            median = float(scipy.stats.gamma(shape, scale=1 / rate).median())
-            values = {"alpha": torch.full((self.problem.sizes[1],), median, dtype=self.problem.q.dtype)}
+            values["alpha"] = torch.full((self.problem.sizes[1],), median(*self.problem.alpha_prior),
+                                         dtype=self.problem.q.dtype)
+        if self.problem.documents is not None and self.problem.doc_concentration is None:
+            values["doc_concentration"] = torch.tensor(median(*self.problem.doc_concentration_prior),
+                                                       dtype=self.problem.q.dtype)
+        values = values or None
         state = gibbs.state_from_trace(_latent_trace(self.problem, values), self.problem)
         state = gibbs.update_labels(self.problem, gibbs.prior_labels(self.problem, state))
         for _ in range(self.init_sweeps):
@@ -138,9 +145,12 @@ class CoupledGibbsKernel(MCMCKernel):
         counts = gibbs.label_counts(self.problem, state.z)
         used = (counts.sum(0) > 0).to(counts.dtype)
         owner = torch.nn.functional.one_hot(state.source, s).to(counts.dtype)
-        return {"log_joint": log_joint(self.problem, state),
-                "atoms_per_source": used @ owner, "atoms_per_group": (counts > 0).to(counts.dtype).sum(1),
-                "alpha": state.alpha.clone()}
+        summary = {"log_joint": log_joint(self.problem, state),
+                   "atoms_per_source": used @ owner, "atoms_per_group": (counts > 0).to(counts.dtype).sum(1),
+                   "alpha": state.alpha.clone()}
+        if state.doc_concentration is not None:
+            summary["doc_concentration"] = state.doc_concentration.clone()
+        return summary
 
     def setup(self, warmup_steps, *args, **kwargs):
         self._warmup_steps, self._t = warmup_steps, 0

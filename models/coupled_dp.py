@@ -84,14 +84,16 @@ def model(
     prior_rate: float = 1.0,
     dim: int | None = None,
     documents: torch.Tensor | None = None,
-    doc_concentration: float = 1.0,
+    doc_concentration: float | None = 1.0,
+    doc_concentration_prior=(1.0, 1.0),
 ):
     """``groups`` (N,) the group of each observation, ``q`` (T, S) the inheritance probabilities
     q_ts; ``alpha`` None samples alpha_s ~ Gamma(alpha_prior) (section 5.1's Gamma(0.1, 0.1) by
     default), a number or an S-vector fixes it.
     ``data``: (N,) word ids in [0, vocab_size) or (N, dim) reals. ``documents`` (N,): the document
     of each observation (0..D-1, each within one group) adds the document level: theta_d ~
-    DP(b D_t) with b = ``doc_concentration``, and z ~ theta_d instead of D_t."""
+    DP(b D_t) with b = ``doc_concentration`` (None: b ~ Gamma(doc_concentration_prior), shape and
+    rate), and z ~ theta_d instead of D_t."""
     opts = dict(dtype=q.dtype, device=q.device)
     if q.ndim != 2 or not bool(((q >= 0) & (q <= 1)).all()) or not bool((q > 0).any(-1).all()):
         raise ValueError("q must be a groups x sources matrix of probabilities with a positive entry in every row")
@@ -126,6 +128,9 @@ def model(
     if documents is not None:  # theta_d ~ DP(b, D_t) = Dir(b D_t) over the K atoms: D_t is discrete
         doc_group = torch.zeros(int(documents.max()) + 1, dtype=groups.dtype, device=groups.device)
         doc_group[documents] = groups
+        if doc_concentration is None:
+            doc_concentration = pyro.sample("doc_concentration", dist.Gamma(
+                *(torch.tensor(float(v), **opts) for v in doc_concentration_prior)))
         with pyro.plate("documents", doc_group.shape[0], dim=-1):
             theta = pyro.sample("theta", dist.Dirichlet((doc_concentration * probs[doc_group]).clamp_min(
                 torch.finfo(q.dtype).tiny)))  # unreachable atoms (D_t(k) = 0): a vanishing concentration

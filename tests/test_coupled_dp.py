@@ -175,6 +175,14 @@ def test_the_cli_prints_the_topics_and_saves_the_model(tmp_path, capsys):
     assert f"{loaded.perplexity(read_corpus(str(tmp_path / 'test.txt'))):.1f}" in out[0]
 
 
+def test_a_sampled_document_concentration_is_kept_and_traced():
+    docs, groups = _corpus(docs_per_group=3)
+    est = CoupledDP(truncation=4, doc_concentration=None, max_iter=6, warmup=2, random_state=0).fit(docs, groups)
+    assert est.doc_concentration_ > 0 and est.samples_["doc_concentration"].shape == (1, 6)
+    assert float(est.samples_["doc_concentration"][0, -1]) == pytest.approx(est.doc_concentration_)
+    assert CoupledDP(truncation=4, max_iter=2, warmup=0, random_state=0).fit(docs, groups).doc_concentration_ == 1.0
+
+
 def test_a_full_atom_pool_is_not_silent():
     """Three topics: with s-ldp's one latent DP of 2 atoms every atom holds data, and the fit says
     which setting to raise; with 12 atoms it stays silent."""
