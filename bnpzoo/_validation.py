@@ -49,6 +49,28 @@ class OneOf:
         return any(value is o or (type(value) is type(o) and value == o) for o in self.options)
 
 
+class AnyOf:
+    """A value that one of ``constraints`` accepts (a number or a named choice)."""
+
+    def __init__(self, *constraints):
+        self.constraints = constraints
+        self.optional = any(getattr(c, "optional", False) for c in constraints)
+
+    def describe(self) -> str:
+        return " or ".join(c.describe() for c in self.constraints)
+
+    def accepts(self, value) -> bool:
+        return any(c.accepts(value) for c in self.constraints)
+
+    @staticmethod
+    def kind(text: str):
+        """A command line's value: a number where it reads as one, else the word."""
+        try:
+            return float(text)
+        except ValueError:
+            return text
+
+
 class Scale:
     """A positive finite number, or a non-empty 1-D array of them (one per feature), or None."""
 

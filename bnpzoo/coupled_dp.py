@@ -16,7 +16,7 @@ import numpy as np
 import pyro
 import torch
 
-from bnpzoo._validation import SEED, Folder, Interval, OneOf, check_array
+from bnpzoo._validation import SEED, AnyOf, Folder, Interval, OneOf, check_array
 from bnpzoo.base import Estimator
 from bnpzoo.corpus import Corpus, as_words
 from bnpzoo.diagnostics import arviz
@@ -55,7 +55,15 @@ class CoupledDP(Estimator):
         atoms for words (ceil(150 / S) each; on the three corpora of
         ``benchmarks/bench_coupled_documents.py`` the fits used 26 to 152 topics), 10 atoms per
         latent DP for real vectors. A fit whose samples fill the pool warns.
-    alpha : the latent DPs' concentration; None samples it under Gamma(0.1, 0.1) (section 5.1).
+    alpha : the latent DPs' concentration: a number fixes it; "sampled" samples it under
+        Gamma(0.1, 0.1), as section 5.1 does; None (default): 1 with the document level, sampled
+        at the group level. Sampled, it mixes slowly (``inference.coupled_gibbs``, step 7: a chain
+        keeps about the value its start sets); with the document level, held-out perplexity was
+        worse than with alpha = 1 on every corpus of ``benchmarks/bench_coupled_documents.py``
+        (200 sweeps, 2 to 7 seeds: pang_lee 334 and 327 against 297 and 302, head500 2256 against
+        2206, lee 1218 and 1226 against 1213 and 1210, trump_tweets 2945 against 2936); at the
+        group level it was mixed (pang_lee 395 against 326, lee 1930 against 1949, trump_tweets 4584
+        against 4878), so there the paper's prior stays (``reports/coupled_defaults.md``).
     beta : the topics' Dirichlet parameter; words only. None: 0.01, as tomotopy's and gensim's
         topic-word prior ([Coupled-DP]'s uniform base, beta = 1, is far too flat for text: on
         lee_background it found 8 topics and a perplexity of 2163 against 1406 with 0.01).
@@ -70,9 +78,9 @@ class CoupledDP(Estimator):
         has its own topic proportions theta_d ~ DP(doc_concentration, D_t), as in an HDP whose top
         level is D_t; without it every word of a group is a draw from D_t itself. None (default):
         on for words (token lists, a ``Corpus``) unless ``label_step="blocked"``, off for real
-        vectors. On the seven corpora of ``benchmarks/bench_coupled_documents.py`` it gave the lower
-        held-out perplexity on every one (lee_background 1,250 against 1,948). Set False when a
-        group is one topically pure unit (a bag of words per group).
+        vectors. On the four corpora of ``benchmarks/bench_coupled_documents.py`` it gave the lower
+        held-out perplexity on every one (lee_background 1,194 against 1,936, head500 2,207
+        against 2,894). Set False when a group is one topically pure unit (a bag of words).
     doc_concentration : b, how closely theta_d follows D_t (b -> infinity: the model without
         documents). None: sampled, under Gamma(1, 1) (``inference.coupled_gibbs``,
         ``update_doc_concentration``); ``doc_concentration_`` is its value in the kept state.
@@ -117,7 +125,7 @@ class CoupledDP(Estimator):
         "sigma": Interval(float, 0, low_open=True),
         "truncation": Interval(int, 1, optional=True),
         "inference": OneOf(*INFERENCE),
-        "alpha": Interval(float, 0, low_open=True, optional=True),
+        "alpha": AnyOf(Interval(float, 0, low_open=True, optional=True), OneOf("sampled")),
         "beta": Interval(float, 0, low_open=True, optional=True),
         "prior_mean": Interval(float),
         "prior_kappa": Interval(float, 0, low_open=True),
@@ -239,7 +247,7 @@ class CoupledDP(Estimator):
             family="gaussian" if vocab is None else "categorical", vocab_size=None if vocab is None else len(vocab),
             beta=float(self.beta_), prior_mean=float(self.prior_mean), prior_kappa=float(self.prior_kappa),
             prior_shape=float(self.prior_shape), prior_rate=float(self.prior_rate),
-            alpha=None if self.alpha is None else float(self.alpha), split_merge_moves=int(self.split_merge),
+            alpha=self._alpha(), split_merge_moves=int(self.split_merge),
             documents=documents if self.documents_ else None,
             doc_concentration=None if self.doc_concentration is None else float(self.doc_concentration))
         if self.verbose and not sampler_cached():
@@ -281,6 +289,12 @@ class CoupledDP(Estimator):
             return None
         key = fingerprint(problem, self.thin, self.random_state)
         return ChainCheckpoint(Path(self.checkpoint), self.checkpoint_every, key, self.warmup + self.max_iter)
+
+    def _alpha(self) -> float | None:
+        """alpha for the sampler (None: sampled): the parameter, or 1 with the document level."""
+        if self.alpha is None:
+            return 1.0 if self.documents_ else None
+        return None if self.alpha == "sampled" else float(self.alpha)
 
     def _truncation(self, words: bool) -> int:
         """L, atoms per latent DP: the parameter, or a pool of about POOL atoms for words (10 each for vectors)."""

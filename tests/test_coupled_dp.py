@@ -130,6 +130,17 @@ def test_the_document_level_is_the_default_for_words_and_off_for_vectors():
     assert not CoupledDP(max_iter=2, warmup=0, random_state=0).fit(x, np.arange(12) % 2).documents_
 
 
+def test_alpha_is_one_with_the_document_level_and_sampled_at_the_group_level_by_default():
+    docs, groups = _corpus(docs_per_group=2)
+    fit = lambda **options: CoupledDP(truncation=4, max_iter=6, warmup=0, random_state=0,  # noqa: E731
+                                      **options).fit(docs, groups).samples_["alpha"]
+    assert (fit() == 1.0).all()
+    assert fit(documents=False).unique().numel() > 1 and fit(alpha="sampled").unique().numel() > 1
+    assert (fit(alpha=2.5) == 2.5).all()
+    with pytest.raises(ValueError, match="alpha must be a number in \\(0, inf\\) or None or one of 'sampled'"):
+        CoupledDP(alpha="often").fit(docs, groups)
+
+
 def test_chains_that_disagree_say_how_many_sweeps_to_run():
     """Two chains of 5 sweeps from different starts: R-hat of the log joint above 1.1, and the
     warning names a larger max_iter."""
