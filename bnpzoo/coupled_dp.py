@@ -52,9 +52,10 @@ class CoupledDP(Estimator):
     sigma : the coupling range of m-ldp and sngp.
     truncation : L, atoms per latent DP (the sampler's pool holds S L atoms; an atom can move
         between latent DPs, so with many latent DPs a few each suffice). None: a pool of about 150
-        atoms for words (ceil(150 / S) each; on the three corpora of
-        ``benchmarks/bench_coupled_documents.py`` the fits used 26 to 152 topics), 10 atoms per
-        latent DP for real vectors. A fit whose samples fill the pool warns.
+        atoms for words (ceil(150 / S) each; on the four corpora of
+        ``benchmarks/bench_coupled_documents.py`` the default fits used 84 to 153 topics; a larger
+        pool gave more topics and worse held-out perplexity), 10 atoms per latent DP for real
+        vectors. A fit whose samples fill the pool warns.
     alpha : the latent DPs' concentration: a number fixes it; "sampled" samples it under
         Gamma(0.1, 0.1), as section 5.1 does; None (default): 1 with the document level, sampled
         at the group level. Sampled, it mixes slowly (``inference.coupled_gibbs``, step 7: a chain
