@@ -270,7 +270,6 @@ class CoupledDP(Estimator):
             states = [torch.load(path, weights_only=False) for path in sorted(Path(folder).glob("*.pt"))]
         self.mcmc_ = mcmc
         self.samples_ = {name: value.cpu() for name, value in mcmc.get_samples(group_by_chain=True).items()}
-        self.rhat_ = self._rhat()
         self._check_mixing()
         self._check_pool(problem)
         best = max(states, key=lambda state: float(log_joint(problem, state)))
@@ -314,20 +313,20 @@ class CoupledDP(Estimator):
                           "number of topics; fit again with a larger truncation", UserWarning, stacklevel=3)
 
     def _check_mixing(self):
-        """Warn when the chains disagree (R-hat of the log joint above 1.1), with the sweeps that
-        would give about 100 effective samples at the rate these chains decorrelated."""
+        """R-hat of the log joint (NaN with one chain); a warning where it is above 1.1, with the
+        sweeps that would give about 100 effective samples at the rate these chains decorrelated."""
+        self.rhat_ = float("nan")
+        if self.num_chains < 2:
+            return
+        idata = self.to_arviz()
+        self.rhat_ = float(arviz().rhat(idata, var_names=["log_joint"])["log_joint"])
         if not self.rhat_ > RHAT_LIMIT:
             return
-        ess = float(arviz().ess(self.to_arviz(), var_names=["log_joint"])["log_joint"])
+        ess = float(arviz().ess(idata, var_names=["log_joint"])["log_joint"])
         needed = int(np.ceil(self.max_iter * self.thin * 100 / max(ess, 1.0)))
         warnings.warn(f"the {self.num_chains} chains have not mixed: R-hat of the log joint is {self.rhat_:.2f} "
                       f"(above {RHAT_LIMIT}) and its effective sample size {ess:.0f}; fit again with about "
                       f"max_iter={needed} sweeps per chain (or thin)", ConvergenceWarning, stacklevel=3)
-
-    def _rhat(self) -> float:
-        if self.num_chains < 2:
-            return float("nan")
-        return float(arviz().rhat(self.to_arviz(), var_names=["log_joint"])["log_joint"])
 
     def _keep(self, problem, state, vocab):
         """The fitted point summary: the used atoms of one state, largest first."""

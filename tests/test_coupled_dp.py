@@ -167,11 +167,16 @@ def test_preparing_the_sampler_leaves_the_fit_s_draws_as_they_were():
     assert torch.equal(first.samples_["log_joint"], second.samples_["log_joint"])
 
 
-def test_the_cli_prints_the_topics_and_saves_the_model(tmp_path, capsys):
+def _write_corpus(folder):
+    """train.txt (6 groups of 5 documents), groups.txt and a held-out test.txt, for the CLI."""
     docs, groups = _corpus(docs_per_group=5)
-    (tmp_path / "train.txt").write_text("\n".join(" ".join(d) for d in docs) + "\n")
-    (tmp_path / "groups.txt").write_text("\n".join(map(str, groups)) + "\n")
-    (tmp_path / "test.txt").write_text("\n".join(" ".join(d) for d in _corpus(seed=2, docs_per_group=2)[0]) + "\n")
+    (folder / "train.txt").write_text("\n".join(" ".join(d) for d in docs) + "\n")
+    (folder / "groups.txt").write_text("\n".join(map(str, groups)) + "\n")
+    (folder / "test.txt").write_text("\n".join(" ".join(d) for d in _corpus(seed=2, docs_per_group=2)[0]) + "\n")
+
+
+def test_the_cli_prints_the_topics_and_saves_the_model(tmp_path, capsys):
+    _write_corpus(tmp_path)
     argv = ["fit", "coupled-dp", "--data", str(tmp_path / "train.txt"), "--groups", str(tmp_path / "groups.txt"),
             "--test-data", str(tmp_path / "test.txt"), "--truncation", "5", "--iters", "30", "--save",
             str(tmp_path / "model.pt")]
@@ -224,10 +229,7 @@ def test_bad_parameters_are_named():
 
 
 def test_the_cli_fits_a_text_corpus_and_scores_held_out_documents(tmp_path, capsys):
-    docs, groups = _corpus(docs_per_group=5)
-    (tmp_path / "train.txt").write_text("\n".join(" ".join(d) for d in docs) + "\n")
-    (tmp_path / "groups.txt").write_text("\n".join(map(str, groups)) + "\n")
-    (tmp_path / "test.txt").write_text("\n".join(" ".join(d) for d in _corpus(seed=2, docs_per_group=2)[0]) + "\n")
+    _write_corpus(tmp_path)
     argv = ["fit", "coupled-dp", "--inference", "gibbs", "--data", str(tmp_path / "train.txt"), "--groups",
             str(tmp_path / "groups.txt"), "--test-data", str(tmp_path / "test.txt"), "--config", "sngp",
             "--truncation", "5", "--iters", "30", "--warmup", "20", "--num-chains", "2", "--json"]
