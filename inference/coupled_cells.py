@@ -1,12 +1,13 @@
-"""The coupled latent-DP sampler on (group, word) cells, compiled end to end.
+"""The coupled latent-DP sampler on (group, word) cells, in compiled steps.
 
 On cells (``coupled_gibbs.cells``: words only, labels as (C, K) counts, blocked label step) every
 step works on arrays of T x S, T x K or C x K entries. On digits-bags (10 x 11 x 110, 517 cells)
 a sweep of the torch steps took 11 ms, 6 of them torch's per-call overhead in steps 3, 6 and 7 and
-around the compiled steps 1, 2 and 5. Here the whole sweep, many sweeps per call, runs under
-numba on one generator seeded from torch's, in 4 to 5 ms (steps 2 and 5: about 3, step 1: about
-1): the same steps as ``coupled_gibbs`` (whose docstring derives their full conditionals), steps
-2 and 5 with the coefficients integrated out, drawn in a different order of random numbers:
+around the compiled steps 1, 2 and 5. Here every step runs under numba on one generator seeded
+from torch's (``seed``), in 4 to 5 ms a sweep (steps 2 and 5: about 3, step 1: about 1), driven
+from Python (a compiled driver would compile every step again inside itself): the same steps as
+``coupled_gibbs`` (whose docstring derives their full conditionals), steps 2 and 5 with the
+coefficients integrated out, drawn in a different order of random numbers:
 
     step 1     ``coupled_numba.draw_cell_labels`` on D_t from ``_mixing``
     steps 2, 5 ``coupled_numba.move_atoms`` with the coefficients c integrated out, so that an atom
@@ -26,24 +27,23 @@ given, in the order 2, 3, 5, 6) for the token-level samplers that have no token 
 level, whose counts are its tables (``coupled_gibbs.counts_sweep``). ``tests/test_coupled_gibbs.py``
 checks each step (or block) from exact joint draws and the whole sweep by Geweke's test.
 
-numba's on-disk cache of ``sweeps`` does not notice edits to ``coupled_numba``, whose functions
-it compiles in: after editing that file, delete ``inference/__pycache__/coupled_cells*.nb*``.
+numba's on-disk cache of this module's compiled steps does not notice edits to ``coupled_numba``,
+whose functions they compile in: after editing that file, delete ``inference/__pycache__/*.nb*``.
 """
 
 import math
 
 import numpy as np
-from numba import njit
 
-from bnpzoo.inference.coupled_numba import (ALPHA_ROUNDS, TINY, alpha_given_auxiliaries, draw_cell_labels,
-                                            move_atoms)
+from bnpzoo.inference.coupled_numba import (ALPHA_ROUNDS, TINY, alpha_given_auxiliaries, column_sum, compiled,
+                                            draw_cell_labels, log_array, move_atoms)
 
 STEPS = np.array([1, 2, 5, 3, 6], dtype=np.int64)
 COUNT_STEPS = np.array([2, 3, 5, 6], dtype=np.int64)  # ``count_sweeps``: the steps that see only the counts
 ATOM_STEPS = (2, 5)  # ``move_atoms``: in ``sweeps`` they integrate c out, so that step 3 must follow
 
 
-@njit(cache=True)
+@compiled
 def _inherited_mass(inherit, weight, source, s_count):
     """(effective inheritance r~ (T, K), W_ts (T, S)), as ``models.coupled_dp.inherited_mass``: a
     group that inherits nothing takes every atom."""
@@ -51,15 +51,18 @@ def _inherited_mass(inherit, weight, source, s_count):
     effective = inherit.copy()
     mass = np.zeros((t_count, s_count))
     for t in range(t_count):
-        if inherit[t].sum() == 0:
-            effective[t] = 1
+        inherited = 0
+        for k in range(k_count):
+            inherited += inherit[t, k]
+        for k in range(k_count if inherited == 0 else 0):
+            effective[t, k] = 1
         for k in range(k_count):
             if effective[t, k]:
                 mass[t, source[k]] += weight[k]
     return effective, mass
 
 
-@njit(cache=True)
+@compiled
 def _mixing(coeffs, inherit, weight, source):
     """D_t(k) = c_{t s_k} r~_tk w_k / (W_{t s_k} Z_t), (T, K) (``models.coupled_dp.mixing_weights``)."""
     effective, mass = _inherited_mass(inherit, weight, source, coeffs.shape[1])
@@ -75,7 +78,7 @@ def _mixing(coeffs, inherit, weight, source):
     return mix
 
 
-@njit(cache=True)
+@compiled
 def _label_counts(groups, z, t_count):
     """m_tk, (T, K), from the cells' counts."""
     counts = np.zeros((t_count, z.shape[1]))
@@ -84,28 +87,39 @@ def _label_counts(groups, z, t_count):
     return counts
 
 
-@njit(cache=True)
+@compiled
 def _per_source(counts, source, s_count):
     """n_ts = sum_{s_k = s} m_tk, (T, S)."""
     n = np.zeros((counts.shape[0], s_count))
-    for k in range(counts.shape[1]):
-        n[:, source[k]] += counts[:, k]
+    for t in range(counts.shape[0]):
+        for k in range(counts.shape[1]):
+            n[t, source[k]] += counts[t, k]
     return n
 
 
-@njit(cache=True)
+@compiled
 def _gamma_log_density(value, shape):
     """ln Gamma(value; shape, 1)."""
     return (shape - 1) * np.log(value) - value - math.lgamma(shape)
 
 
-@njit(cache=True)
+@compiled
 def _log_gamma_draw(shape):
     """ln of a Gamma(shape, 1) draw, as ln Gamma(shape + 1) + ln U / shape (``coupled_gibbs._log_gamma``)."""
     return np.log(np.random.gamma(shape + 1)) + np.log(np.random.random()) / shape
 
 
-@njit(cache=True)
+@compiled
+def _log_complement(q):
+    """ln(1 - q), elementwise, (T, S)."""
+    out = np.empty(q.shape)
+    for t in range(q.shape[0]):
+        for s in range(q.shape[1]):
+            out[t, s] = np.log1p(-q[t, s])
+    return out
+
+
+@compiled
 def _coefficients(counts, inherit, weight, source, alpha, q, coeffs):  # step 3
     """c_t (T, S) in place: c_A / Z ~ Dir(alpha q_A + n_tA) over the active sources A (W_ts > 0),
     Z ~ Beta(sum_A alpha q, sum_{A^c} alpha q), c_{A^c} / (1 - Z) ~ Dir(alpha q_{A^c}), on q_ts > 0."""
@@ -137,64 +151,121 @@ def _coefficients(counts, inherit, weight, source, alpha, q, coeffs):  # step 3
                 b = outside[s] / total_out if total_out > 0 else 0.0
                 coeffs[t, s] = max(share * a + (1 - share) * b, TINY)
                 norm += coeffs[t, s]
-        coeffs[t] /= norm
+        for s in range(s_count):
+            coeffs[t, s] /= norm
 
 
-@njit(cache=True)
-def _weights(counts, inherit, weight, source, alpha, coeffs, q, atoms_per_source, prior_shape, prior_rate, alpha_step,
-             sample_alpha):  # step 6
-    """w (K,) in place, and alpha (S,) when ``sample_alpha``: V_ts ~ Gamma(n_ts, W_ts); alpha given V
-    with w integrated out (``coupled_numba.alpha_given_auxiliaries``); w_k ~ Gamma(alpha_{s_k} / L +
-    m_k, 1 + sum_t r~_tk V_{t s_k}), then each latent DP's total mass redrawn from
-    Gamma(sum_{s_k = s} alpha_s / L, 1), its shares kept (``coupled_gibbs._rescaled``); in
-    logarithms, as small shapes underflow."""
+@compiled
+def _auxiliary_rates(counts, inherit, weight, source, s_count):  # pragma: no cover (compiled)
+    """Step 6's (m_k, ln(1 + sum_t r~_tk V_{t s_k})), (K,) each, with V_ts ~ Gamma(n_ts, W_ts)."""
     t_count, k_count = counts.shape
-    s_count = alpha.shape[0]
     effective, mass = _inherited_mass(inherit, weight, source, s_count)
     n = _per_source(counts, source, s_count)
     aux = np.zeros((t_count, s_count))
     for t in range(t_count):
         for s in range(s_count):
             if n[t, s] > 0:
-                aux[t, s] = np.random.gamma(n[t, s], 1.0 / max(mass[t, s], 1e-300))
+                aux[t, s] = np.random.gamma(n[t, s]) * (1.0 / max(mass[t, s], 1e-300))  # (one gamma overload)
     used, log_rate = np.empty(k_count), np.empty(k_count)
     for k in range(k_count):
         rate = 1.0
         for t in range(t_count):
             rate += effective[t, k] * aux[t, source[k]]
-        used[k], log_rate[k] = counts[:, k].sum(), np.log(rate)
-    if sample_alpha:
-        alpha_given_auxiliaries(alpha, used, log_rate, source, coeffs, q, atoms_per_source, prior_shape, prior_rate,
-                                alpha_step * np.random.standard_normal((ALPHA_ROUNDS, s_count)),
-                                np.log(np.random.random((ALPHA_ROUNDS, s_count))))
+        used[k], log_rate[k] = column_sum(counts, k), math.log(rate)
+    return used, log_rate
+
+
+@compiled
+def _walk(s_count, alpha_step):  # pragma: no cover (compiled)
+    """``alpha_given_auxiliaries``'s random-walk steps and log-uniforms, (ALPHA_ROUNDS, S) each."""
+    steps, log_uniforms = np.empty((ALPHA_ROUNDS, s_count)), np.empty((ALPHA_ROUNDS, s_count))
+    for r in range(ALPHA_ROUNDS):
+        for s in range(s_count):
+            steps[r, s] = alpha_step * np.random.standard_normal()
+    for r in range(ALPHA_ROUNDS):
+        for s in range(s_count):
+            log_uniforms[r, s] = math.log(np.random.random())
+    return steps, log_uniforms
+
+
+@compiled
+def _draw_weights(used, log_rate, source, alpha, atoms_per_source, weight):  # pragma: no cover (compiled)
+    """w (K,) in place: w_k ~ Gamma(alpha_{s_k} / L + m_k, 1 + sum_t r~_tk V_{t s_k}), then each latent
+    DP's total mass redrawn from Gamma(sum_{s_k = s} alpha_s / L, 1), its shares kept
+    (``coupled_gibbs._rescaled``); in logarithms, as small shapes underflow."""
+    k_count, s_count = weight.shape[0], alpha.shape[0]
     shape, log_weight = np.empty(k_count), np.empty(k_count)
     for k in range(k_count):
         shape[k] = alpha[source[k]] / atoms_per_source
         log_weight[k] = _log_gamma_draw(shape[k] + used[k]) - log_rate[k]
     for s in range(s_count):
-        owned = source == s
-        if owned.any():
-            top = log_weight[owned].max()
-            log_total = top + np.log(np.exp(log_weight[owned] - top).sum())
-            log_weight[owned] += _log_gamma_draw(shape[owned].sum()) - log_total
+        owned, top, total_shape = False, -np.inf, 0.0
+        for k in range(k_count):
+            if source[k] == s:
+                owned, top, total_shape = True, max(top, log_weight[k]), total_shape + shape[k]
+        if not owned:
+            continue
+        log_total = 0.0
+        for k in range(k_count):
+            if source[k] == s:
+                log_total += math.exp(log_weight[k] - top)
+        shift = _log_gamma_draw(total_shape) - (top + math.log(log_total))
+        for k in range(k_count):
+            if source[k] == s:
+                log_weight[k] += shift
     for k in range(k_count):
-        weight[k] = max(np.exp(log_weight[k]), TINY)
+        weight[k] = max(math.exp(log_weight[k]), TINY)
 
 
-@njit(cache=True)
+def _weights(counts, inherit, weight, source, alpha, coeffs, q, atoms_per_source, prior_shape, prior_rate, alpha_step,
+             sample_alpha):  # step 6
+    """w (K,) in place, and alpha (S,) when ``sample_alpha``: V_ts ~ Gamma(n_ts, W_ts); alpha given V
+    with w integrated out (``coupled_numba.alpha_given_auxiliaries``); then w (``_draw_weights``)."""
+    used, log_rate = _auxiliary_rates(counts, inherit, weight, source, alpha.shape[0])
+    if sample_alpha:
+        alpha_given_auxiliaries(alpha, used, log_rate, source, coeffs, q, atoms_per_source, prior_shape, prior_rate,
+                                *_walk(alpha.shape[0], alpha_step))
+    _draw_weights(used, log_rate, source, alpha, atoms_per_source, weight)
+
+
+@compiled
+def seed(value):  # pragma: no cover (compiled)
+    """Seed numba's generator, which every compiled step of this thread draws from."""
+    np.random.seed(value)
+
+
+@compiled
+def _atom_inputs(step, alpha, weight, coeffs, q, atoms_per_source, collapsed):  # pragma: no cover (compiled)
+    """``move_atoms``'s (weight_prior, uniforms, coefficients) for step 2 or 5: ln Gamma(w_k; alpha_j / L, 1)
+    where step 5 scores owners, uniforms from numba's generator, and alpha_s q_ts in place of c when
+    ``collapsed``."""
+    t_count, s_count = q.shape
+    k_count = weight.shape[0]
+    prior = np.zeros((k_count, s_count))
+    for k in range(k_count if step == 5 else 0):
+        for j in range(s_count):
+            prior[k, j] = _gamma_log_density(weight[k], alpha[j] / atoms_per_source)
+    uniforms = np.empty((k_count, t_count + 1))
+    for k in range(k_count):
+        for t in range(t_count + 1):
+            uniforms[k, t] = np.random.random()
+    given = coeffs.copy()
+    for t in range(t_count if collapsed else 0):
+        for j in range(s_count):
+            given[t, j] = alpha[j] * q[t, j]
+    return prior, uniforms, given
+
+
 def _count_step(step, counts, alpha, source, weight, coeffs, inherit, q, log_q, log_not_q, atoms_per_source,
                 prior_shape, prior_rate, alpha_step, sample_alpha, collapsed):
     """Step 2, 5, 3 or 6 on the mixture counts m_tk (T, K), through which alone they see the labels,
     on the state (alpha, source, weight, coeffs, inherit), updated in place; ``collapsed``: steps 2
-    and 5 with the coefficients integrated out (then step 3 must follow them)."""
-    t_count, k_count = inherit.shape
+    and 5 with the coefficients integrated out (then step 3 must follow them). The drivers here are
+    Python over compiled steps: a compiled driver recompiles every step it calls (about 3 s more on
+    a first fit) and saves nothing measurable (a few microseconds a call)."""
     if step in ATOM_STEPS:
-        prior = np.zeros((k_count, alpha.shape[0]))  # ln Gamma(w_k; alpha_j / L, 1): step 5 scores owners
-        for k in range(k_count if step == 5 else 0):
-            for j in range(alpha.shape[0]):
-                prior[k, j] = _gamma_log_density(weight[k], alpha[j] / atoms_per_source)
-        move_atoms(counts, inherit, source, weight, alpha * q if collapsed else coeffs, log_q, log_not_q, prior,
-                   np.random.random((k_count, t_count + 1)), step == 5, collapsed)
+        prior, uniforms, given = _atom_inputs(step, alpha, weight, coeffs, q, atoms_per_source, collapsed)
+        move_atoms(counts, inherit, source, weight, given, log_q, log_not_q, prior, uniforms, step == 5, collapsed)
     elif step == 3:
         _coefficients(counts, inherit, weight, source, alpha, q, coeffs)
     elif step == 6:
@@ -202,28 +273,26 @@ def _count_step(step, counts, alpha, source, weight, coeffs, inherit, q, log_q, 
                  alpha_step, sample_alpha)
 
 
-@njit(cache=True)
 def count_sweeps(counts, alpha, source, weight, coeffs, inherit, q, atoms_per_source, prior_shape, prior_rate,
-                 alpha_step, sample_alpha, steps, seed):  # pragma: no cover (compiled)
+                 alpha_step, sample_alpha, steps, seed_value):
     """``steps`` (2, 3, 5, 6: COUNT_STEPS) on fixed mixture counts (T, K), the labels per group or the
     document level's tables, steps 2 and 5 given the coefficients (as ``coupled_gibbs``'s steps); the
-    state updated in place, ``seed`` seeds numba's generator."""
-    np.random.seed(seed)
-    log_q, log_not_q = np.log(q), np.log1p(-q)
+    state updated in place, ``seed_value`` seeds numba's generator."""
+    seed(seed_value)
+    log_q, log_not_q = log_array(q), _log_complement(q)
     for step in steps:
         _count_step(step, counts, alpha, source, weight, coeffs, inherit, q, log_q, log_not_q, atoms_per_source,
                     prior_shape, prior_rate, alpha_step, sample_alpha, False)
 
 
-@njit(cache=True)
 def sweeps(x, groups, z, alpha, source, weight, coeffs, inherit, q, atoms_per_source, vocab, beta, prior_shape,
-           prior_rate, alpha_step, sample_alpha, steps, count, seed):  # pragma: no cover (compiled)
+           prior_rate, alpha_step, sample_alpha, steps, count, seed_value):
     """``count`` sweeps of ``steps`` (numbers of [Coupled-DP] section 4's steps, ``STEPS`` for a whole
-    sweep) on the state (z, alpha, source, weight, coeffs, inherit), updated in place; ``seed``
+    sweep) on the state (z, alpha, source, weight, coeffs, inherit), updated in place; ``seed_value``
     seeds numba's generator."""
-    np.random.seed(seed)
+    seed(seed_value)
     t_count = inherit.shape[0]
-    log_q, log_not_q = np.log(q), np.log1p(-q)
+    log_q, log_not_q = log_array(q), _log_complement(q)
     counts = _label_counts(groups, z, t_count)
     for _ in range(count):
         for step in steps:

@@ -49,8 +49,52 @@ from numba import njit
 TINY = np.finfo(np.float64).tiny  # the floor of gamma draws that underflow (``coupled_gibbs._floored``)
 ALPHA_ROUNDS = 5  # random-walk proposals per concentration and sweep (``alpha_given_auxiliaries``)
 
+# Compiled once per install into numba's cache. The loops are written on scalars: numba compiles
+# array reductions with an axis, ``.max()`` and in-place array arithmetic slowly (up to 1.8 s each,
+# paid on the first fit); numpy's error model (inf or nan, not an exception, on division by zero)
+# compiles faster and the steps never divide by zero.
+compiled = njit(cache=True, error_model="numpy")
 
-@njit(cache=True)
+
+@compiled
+def row_max(a, i):
+    """max_j a[i, j]."""
+    top = -np.inf
+    for j in range(a.shape[1]):
+        top = max(top, a[i, j])
+    return top
+
+
+@compiled
+def row_sums(a):
+    """sum_j a[i, j], (I,)."""
+    sums = np.zeros(a.shape[0])
+    for i in range(a.shape[0]):
+        for j in range(a.shape[1]):
+            sums[i] += a[i, j]
+    return sums
+
+
+@compiled
+def column_sum(a, j):
+    """sum_i a[i, j]."""
+    total = 0.0
+    for i in range(a.shape[0]):
+        total += a[i, j]
+    return total
+
+
+@compiled
+def log_array(a):
+    """ln a, elementwise, of a 2-D array."""
+    out = np.empty(a.shape)
+    for i in range(a.shape[0]):
+        for j in range(a.shape[1]):
+            out[i, j] = np.log(a[i, j])
+    return out
+
+
+@compiled
 def _word_counts(x, z, vocab, k_count):
     """(n_kw word-major (V, K), n_k (K,)): the counts of the labels z, one per token (N,) or
     (group, word) cells' counts (C, K) (``coupled_gibbs.cells``)."""
@@ -66,7 +110,7 @@ def _word_counts(x, z, vocab, k_count):
     return nwk, nk
 
 
-@njit(cache=True)
+@compiled
 def collapsed_log_likelihood(x, z, vocab, k_count, beta):  # pragma: no cover (compiled)
     """sum_kw [ln G(n_kw + beta) - ln G(beta)] - sum_k [ln G(n_k + V beta) - ln G(V beta)] of the
     labels z (N,), token by token: ln G(n + b) - ln G(b) = sum_{i < n} ln(i + b), so each token adds
@@ -83,14 +127,14 @@ def collapsed_log_likelihood(x, z, vocab, k_count, beta):  # pragma: no cover (c
     return value
 
 
-@njit(cache=True)
+@compiled
 def collapsed_labels(x, groups, z, mixing, vocab, beta, uniforms):  # pragma: no cover (compiled)
     """z (N,) is updated in place; ``vocab`` is V, the words' range. ``document_labels`` with every
     token a document of its own (n_dk^-di = 0) and b = 1."""
     document_labels(x, groups, np.arange(x.shape[0] + 1), z, mixing, 1.0, vocab, beta, uniforms)
 
 
-@njit(cache=True)
+@compiled
 def document_labels(x, groups, starts, z, mixing, b, vocab, beta, uniforms):  # pragma: no cover (compiled)
     """Step 1 with the document level, theta_d collapsed: z (N,) is updated in place, document by
     document (document d's tokens are z[starts[d]:starts[d + 1]]), token by token,
@@ -105,7 +149,7 @@ def document_labels(x, groups, starts, z, mixing, b, vocab, beta, uniforms):  # 
     prior = np.zeros((t_count, k_count))
     width = np.zeros(t_count, dtype=np.int64)
     for t in range(t_count):
-        top = mixing[t].max()
+        top = row_max(mixing, t)
         for k in range(k_count):
             if mixing[t, k] > 0:
                 reach[t, width[t]] = k
@@ -143,7 +187,7 @@ def document_labels(x, groups, starts, z, mixing, b, vocab, beta, uniforms):  # 
             ndk[z[i]] = 0
 
 
-@njit(cache=True)
+@compiled
 def _cell_log_likelihood(a, words, counts, n_words, nwk, nk, vocab, beta):
     """ln p(the cell's words | atom a's other words), topics integrated out: the words words[:n_words]
     with multiplicities counts[:n_words]; ln G(n + c + beta) - ln G(n + beta) as the sum of
@@ -157,7 +201,7 @@ def _cell_log_likelihood(a, words, counts, n_words, nwk, nk, vocab, beta):
     return value + math.lgamma(nk[a] + vocab * beta) - math.lgamma(nk[a] + total + vocab * beta)
 
 
-@njit(cache=True)
+@compiled
 def document_tables(groups, starts, z, mixing, b, uniforms):  # pragma: no cover (compiled)
     """m_tk (T, K): the tables of each document's cells by Antoniak's scheme, summed by group; the
     j-th token (j = 0, 1, ...) of atom k in document d opens a table when uniforms[i] (b D_t(k) + j)
@@ -176,7 +220,7 @@ def document_tables(groups, starts, z, mixing, b, uniforms):  # pragma: no cover
     return tables
 
 
-@njit(cache=True)
+@compiled
 def document_log_likelihood(groups, starts, z, mixing, b):  # pragma: no cover (compiled)
     """ln p(z | D) with theta_d integrated out, sum_d [ln G(b) - ln G(b + n_d) + sum_k (ln G(b D_t(k)
     + n_dk) - ln G(b D_t(k)))], the last as sum_{j < n_dk} ln(b D_t(k) + j), token by token."""
@@ -194,7 +238,7 @@ def document_log_likelihood(groups, starts, z, mixing, b):  # pragma: no cover (
     return value
 
 
-@njit(cache=True)
+@compiled
 def document_moves(x, groups, starts, z, mixing, b, vocab, beta, seed):  # pragma: no cover (compiled)
     """Block moves of the document level: for each document d and each atom k it uses, all n_dk of
     its tokens on k (the cell) move together to an atom j that d does not use, by Metropolis-
@@ -251,7 +295,7 @@ def document_moves(x, groups, starts, z, mixing, b, vocab, beta, seed):  # pragm
             if j < 0:
                 continue
             # the cell's words, taken out of the topic counts
-            n_words = 0
+            n_words = np.int64(0)  # (a literal 0 would compile _cell_log_likelihood twice)
             for i in range(lo, hi):
                 if z[i] == k:
                     w = x[i]
@@ -284,7 +328,7 @@ def document_moves(x, groups, starts, z, mixing, b, vocab, beta, seed):  # pragm
             ndk[z[i]] = 0
 
 
-@njit(cache=True)
+@compiled
 def blocked_labels(x, groups, z, mixing, vocab, beta, seed):  # pragma: no cover (compiled)
     """Step 1 on (group, word) cells: z (C, K), each cell's label counts, is redrawn in place (its
     row sums, the cells' tokens n_c, kept). Topics phi_k ~ Dir(beta + n_k.) (gamma draws,
@@ -296,26 +340,31 @@ def blocked_labels(x, groups, z, mixing, vocab, beta, seed):  # pragma: no cover
     draw_cell_labels(x, groups, z, mixing, vocab, beta)
 
 
-@njit(cache=True)
+@compiled
 def draw_cell_labels(x, groups, z, mixing, vocab, beta):  # pragma: no cover (compiled)
     """``blocked_labels`` on numba's generator as it stands (for callers that seed it once)."""
     k_count = mixing.shape[1]
     nwk, nk = _word_counts(x, z, vocab, k_count)
     phi = np.zeros((vocab, k_count))  # word-major, as nwk
     for k in range(k_count):
-        if mixing[:, k].max() == 0:
+        reached = False
+        for t in range(mixing.shape[0]):
+            reached = reached or mixing[t, k] > 0
+        if not reached:
             continue
         total = 0.0
         for w in range(vocab):
             phi[w, k] = max(np.random.gamma(beta + nwk[w, k]), 1e-300)
             total += phi[w, k]
-        phi[:, k] /= total
+        for w in range(vocab):
+            phi[w, k] /= total
     # each group's atoms by falling D_t(k): a cell's tokens are then mostly placed after a few binomials
     order = np.empty(mixing.shape, dtype=np.int64)
     width = np.zeros(mixing.shape[0], dtype=np.int64)
     for t in range(mixing.shape[0]):
         order[t] = np.argsort(-mixing[t])
-        width[t] = (mixing[t] > 0).sum()
+        for k in range(k_count):
+            width[t] += mixing[t, k] > 0
     p = np.empty(k_count)
     for c in range(x.shape[0]):
         t, w = groups[c], x[c]
@@ -324,7 +373,9 @@ def draw_cell_labels(x, groups, z, mixing, vocab, beta):  # pragma: no cover (co
             p[k] = mixing[t, k] * phi[w, k]
             left += p[k]
             last = k if p[k] > 0 else last
-        remaining = int(z[c].sum())
+        remaining = 0
+        for k in range(k_count):
+            remaining += int(z[c, k])
         z[c] = 0.0
         for k in order[t, :width[t]]:
             if remaining == 0:
@@ -337,7 +388,7 @@ def draw_cell_labels(x, groups, z, mixing, vocab, beta):  # pragma: no cover (co
         z[c, last] += remaining  # what a running sum rounded above the last p[k] left (exactly: none)
 
 
-@njit(cache=True)
+@compiled
 def _term(n, c, log_c, log_mass, collapsed):
     """(n (ln c - ln W), 0), or with the coefficients integrated out (c = alpha_s q_ts)
     (ln G(c + n) - ln G(c) - n ln W, 0); (0, 1) when n > 0 meets c = 0 or W = 0: a label of zero
@@ -351,7 +402,7 @@ def _term(n, c, log_c, log_mass, collapsed):
     return n * (log_c - log_mass), 0
 
 
-@njit(cache=True)
+@compiled
 def _normaliser(total, norm, collapsed):
     """The groups' term in Z_t = sum of c_ts over the active sources: n_t ln Z_t, or with the
     coefficients integrated out (Z_t = sum of alpha_s q_ts) ln G(Z_t + n_t) - ln G(Z_t)."""
@@ -360,12 +411,12 @@ def _normaliser(total, norm, collapsed):
     return total * np.log(norm)
 
 
-@njit(cache=True)
+@compiled
 def _log(value):
     return np.log(value) if value > 0 else -np.inf
 
 
-@njit(cache=True)
+@compiled
 def _logaddexp(a, b):
     if a == -np.inf:
         return b
@@ -375,7 +426,7 @@ def _logaddexp(a, b):
     return top + np.log(np.exp(a - top) + np.exp(b - top))
 
 
-@njit(cache=True)
+@compiled
 def _column(t_count, s, sign, n, inherited, log_c, log_mass, log_mass_all, atoms_all, coeffs,
             base, base_all, norm, norm_all, broken, broken_all, collapsed):
     """Add (sign 1) or remove (sign -1) column s's share of every group's sums. The normalisers
@@ -395,7 +446,7 @@ def _column(t_count, s, sign, n, inherited, log_c, log_mass, log_mass_all, atoms
                 norm_all[t] += coeffs[t, j] if atoms_all[j] > 0 else 0.0
 
 
-@njit(cache=True)
+@compiled
 def _shift_atom(k, s, sign, counts, inherit, weight, source, n, inherited, mass, log_mass, mass_all, log_mass_all,
                 atoms_all, per_group, bad):
     """Add (sign 1) or remove (sign -1) atom k, owned by s, from every statistic. Removing sums the
@@ -409,7 +460,8 @@ def _shift_atom(k, s, sign, counts, inherit, weight, source, n, inherited, mass,
             mass[t, s] += inherit[t, k] * w
     else:
         mass_all[s] = 0.0
-        mass[:, s] = 0.0
+        for t in range(counts.shape[0]):
+            mass[t, s] = 0.0
         for j in range(weight.shape[0]):
             if source[j] == s and j != k:
                 mass_all[s] += weight[j]
@@ -428,7 +480,7 @@ def _shift_atom(k, s, sign, counts, inherit, weight, source, n, inherited, mass,
             bad[t] += sign
 
 
-@njit(cache=True)
+@compiled
 def move_atoms(counts, inherit, source, weight, coeffs, log_q, log_not_q, weight_prior, uniforms,
                move_owner, collapsed=False):  # pragma: no cover (compiled)
     """counts m (T, K); inherit r (T, K) in {0, 1} and source s (K,) are updated in place;
@@ -449,32 +501,38 @@ def move_atoms(counts, inherit, source, weight, coeffs, log_q, log_not_q, weight
     atoms_all = np.zeros(s_count, dtype=np.int64)
     per_group = np.zeros(t_count, dtype=np.int64)  # atoms inherited by group t
     bad = np.zeros(t_count, dtype=np.int64)  # used atoms that group t does not inherit
-    log_mass = np.full((t_count, s_count), -np.inf)
-    log_mass_all = np.full(s_count, -np.inf)
+    log_mass = np.empty((t_count, s_count))
+    log_mass_all = np.empty(s_count)
+    for s in range(s_count):
+        log_mass_all[s] = -np.inf
+        for t in range(t_count):
+            log_mass[t, s] = -np.inf
+    add, remove = np.int64(1), np.int64(-1)  # (literal signs would compile each helper twice)
     for k in range(k_count):
-        _shift_atom(k, source[k], 1, counts, inherit, weight, source, n, inherited, mass, log_mass, mass_all,
+        _shift_atom(k, source[k], add, counts, inherit, weight, source, n, inherited, mass, log_mass, mass_all,
                     log_mass_all, atoms_all, per_group, bad)
-    total = counts.sum(axis=1)
-    log_c = np.log(coeffs)
+    total = row_sums(counts)
+    log_c = log_array(coeffs)
     base, base_all = np.zeros(t_count), np.zeros(t_count)
     norm, norm_all = np.zeros(t_count), np.zeros(t_count)
     broken, broken_all = np.zeros(t_count, dtype=np.int64), np.zeros(t_count, dtype=np.int64)
     for s in range(s_count):
-        _column(t_count, s, 1, n, inherited, log_c, log_mass, log_mass_all, atoms_all, coeffs, base, base_all,
+        _column(t_count, s, add, n, inherited, log_c, log_mass, log_mass_all, atoms_all, coeffs, base, base_all,
                 norm, norm_all, broken, broken_all, collapsed)
     ll = np.empty((s_count, 2, t_count))
     score = np.empty(s_count)
     for k in range(k_count):
         old, w = source[k], weight[k]
         # take atom k out: only its owner's column changes
-        _column(t_count, old, -1, n, inherited, log_c, log_mass, log_mass_all, atoms_all, coeffs, base, base_all,
+        _column(t_count, old, remove, n, inherited, log_c, log_mass, log_mass_all, atoms_all, coeffs, base, base_all,
                 norm, norm_all, broken, broken_all, collapsed)
-        _shift_atom(k, old, -1, counts, inherit, weight, source, n, inherited, mass, log_mass, mass_all, log_mass_all,
-                    atoms_all, per_group, bad)
-        _column(t_count, old, 1, n, inherited, log_c, log_mass, log_mass_all, atoms_all, coeffs, base, base_all,
+        _shift_atom(k, old, remove, counts, inherit, weight, source, n, inherited, mass, log_mass, mass_all,
+                    log_mass_all, atoms_all, per_group, bad)
+        _column(t_count, old, add, n, inherited, log_c, log_mass, log_mass_all, atoms_all, coeffs, base, base_all,
                 norm, norm_all, broken, broken_all, collapsed)
-        score[:] = -np.inf
+        top = -np.inf
         for j in range(s_count):
+            score[j] = -np.inf
             if not move_owner and j != old:
                 continue
             score[j] = weight_prior[k, j]
@@ -504,8 +562,8 @@ def move_atoms(counts, inherit, source, weight, coeffs, log_q, log_not_q, weight
                     ll[j, r, t] = value
                     both = _logaddexp(both, value + (log_q[t, j] if r == 1 else log_not_q[t, j]))
                 score[j] += both
+            top = max(top, score[j])
         new = old
-        top = score.max()
         if move_owner and top > -np.inf:
             cumulative = 0.0
             for j in range(s_count):
@@ -531,15 +589,15 @@ def move_atoms(counts, inherit, source, weight, coeffs, log_q, log_not_q, weight
                     keep = 1.0 / (1.0 + np.exp(off - on))
                 inherit[t, k] = 1 if uniforms[k, t] < keep else 0
         # put atom k back under its (new) owner
-        _column(t_count, new, -1, n, inherited, log_c, log_mass, log_mass_all, atoms_all, coeffs, base, base_all,
+        _column(t_count, new, remove, n, inherited, log_c, log_mass, log_mass_all, atoms_all, coeffs, base, base_all,
                 norm, norm_all, broken, broken_all, collapsed)
-        _shift_atom(k, new, 1, counts, inherit, weight, source, n, inherited, mass, log_mass, mass_all, log_mass_all,
+        _shift_atom(k, new, add, counts, inherit, weight, source, n, inherited, mass, log_mass, mass_all, log_mass_all,
                     atoms_all, per_group, bad)
-        _column(t_count, new, 1, n, inherited, log_c, log_mass, log_mass_all, atoms_all, coeffs, base, base_all,
+        _column(t_count, new, add, n, inherited, log_c, log_mass, log_mass_all, atoms_all, coeffs, base, base_all,
                 norm, norm_all, broken, broken_all, collapsed)
 
 
-@njit(cache=True)
+@compiled
 def _source_term(n, param, weights_integrated):
     """The n_ts-dependent term of one source. Coefficients integrated out: ln G(alpha_s q_ts + n)
     (param = alpha_s q_ts). Weights integrated out given V: (n - 1) ln V - ln G(n), V's
@@ -552,7 +610,7 @@ def _source_term(n, param, weights_integrated):
     return (n - 1) * param - math.lgamma(n)
 
 
-@njit(cache=True)
+@compiled
 def _log_target(t, pair, words, word_count, on_first, nwk, nk, nts, log_token, shape, source_param,
                 weights_integrated, source, vbeta, beta):
     """ln f of one allocation of the moved tokens (on_first[w] of word w's word_count[w] on pair[0],
@@ -576,7 +634,7 @@ def _log_target(t, pair, words, word_count, on_first, nwk, nk, nts, log_token, s
     return value
 
 
-@njit(cache=True)
+@compiled
 def _sequential(t, pair, words, word_count, on_first, draw, nwk, nk, nts, log_token, shape, source_param,
                 weights_integrated, source, vbeta, beta):
     """Sequential allocation, word by word in the given order: word w's tokens go to pair[0] each
@@ -613,7 +671,7 @@ def _sequential(t, pair, words, word_count, on_first, draw, nwk, nk, nts, log_to
     return log_q
 
 
-@njit(cache=True)
+@compiled
 def _place(t, w, pair, first, second, nwk, nk, nts, source):
     """Add first tokens of word w (group t) to pair[0] and second to pair[1] (negative: remove)."""
     for k, m in ((pair[0], first), (pair[1], second)):
@@ -622,7 +680,7 @@ def _place(t, w, pair, first, second, nwk, nk, nts, source):
         nts[t, source[k]] += m
 
 
-@njit(cache=True)
+@compiled
 def _log_proposal(log_sequential, on_first, words, word_count):
     """ln of the mixture proposal: 1/2 sequential allocation, 1/4 all on pair[0], 1/4 all on pair[1]."""
     all_first, all_second = True, True
@@ -636,7 +694,7 @@ def _log_proposal(log_sequential, on_first, words, word_count):
     return value
 
 
-@njit(cache=True)
+@compiled
 def split_merge(x, groups, z, by_group, group_starts, log_token, shape, source_param, weights_integrated, nts, reach,
                 width, source, vocab, beta, moves, seed):  # pragma: no cover (compiled)
     """z (N,) is updated in place. by_group lists the tokens group by group, group t's being
@@ -737,7 +795,7 @@ def split_merge(x, groups, z, by_group, group_starts, log_token, shape, source_p
                 word_count[w], on_first[w], proposed[w] = 0, 0, 0
 
 
-@njit(cache=True)
+@compiled
 def _alpha_terms(value, j, used, log_rate, source, coeffs, q, atoms_per_source, prior_shape, prior_rate):
     """The terms of ln p(alpha | V, m, s, c) in alpha_j = value alone, plus ln value (the log-normal
     walk's Jacobian): its Gamma prior, each atom of source j's weight integrated out given V,
@@ -756,7 +814,7 @@ def _alpha_terms(value, j, used, log_rate, source, coeffs, q, atoms_per_source, 
     return total
 
 
-@njit(cache=True)
+@compiled
 def alpha_given_auxiliaries(alpha, used, log_rate, source, coeffs, q, atoms_per_source, prior_shape, prior_rate,
                             steps, log_uniforms):  # pragma: no cover (compiled)
     """alpha (S,) in place by rounds of a log-normal random walk, one source at a time: alpha_j' =
@@ -764,8 +822,10 @@ def alpha_given_auxiliaries(alpha, used, log_rate, source, coeffs, q, atoms_per_
     terms (``_alpha_terms``; m_k the counts per atom, log_rate ln(1 + R_k)) and of
     sum_t ln G(sum_s alpha_s q_ts)."""
     totals = np.zeros(q.shape[0])  # sum_s alpha_s q_ts
+    moved = np.empty(q.shape[0])
     for j in range(alpha.shape[0]):
-        totals += alpha[j] * q[:, j]
+        for t in range(q.shape[0]):
+            totals[t] += alpha[j] * q[t, j]
     for r in range(steps.shape[0]):
         for j in range(alpha.shape[0]):
             proposal = alpha[j] * np.exp(steps[r, j])
@@ -773,9 +833,11 @@ def alpha_given_auxiliaries(alpha, used, log_rate, source, coeffs, q, atoms_per_
                                       prior_rate)
                          - _alpha_terms(alpha[j], j, used, log_rate, source, coeffs, q, atoms_per_source,
                                         prior_shape, prior_rate))
-            moved = totals + (proposal - alpha[j]) * q[:, j]
             for t in range(q.shape[0]):
+                moved[t] = totals[t] + (proposal - alpha[j]) * q[t, j]
                 if q[t, j] > 0:
                     log_ratio += math.lgamma(moved[t]) - math.lgamma(totals[t])
             if log_uniforms[r, j] < log_ratio:
-                alpha[j], totals = proposal, moved
+                alpha[j] = proposal
+                for t in range(q.shape[0]):
+                    totals[t] = moved[t]
