@@ -117,7 +117,7 @@ class CoupledDP(Estimator):
     ``fit_seconds_``, ``sampling_seconds_`` and ``tokens_per_second_`` (sweeps of all chains x
     training tokens / sampling seconds; after a resume, of the sweeps this fit ran),
     ``compile_seconds_`` (before sampling, the sampler's compiled loops loaded from numba's cache,
-    or compiled on the first fit of a new install, about 20 s, which ``verbose`` announces), and
+    or compiled on the first fit of a new install, about 10 s, which ``verbose`` announces), and
     ``documents_`` (whether the document level ran).
     """
 
@@ -252,7 +252,7 @@ class CoupledDP(Estimator):
             documents=documents if self.documents_ else None,
             doc_concentration=None if self.doc_concentration is None else float(self.doc_concentration))
         if self.verbose and not sampler_cached():
-            print("bnpzoo: compiling the coupled sampler, once (about 20 s; later fits load it from numba's cache)",
+            print("bnpzoo: compiling the coupled sampler, once (about 10 s; later fits load it from numba's cache)",
                   file=sys.stderr, flush=True)
         self.compile_seconds_ = prepare(problem)
         with tempfile.TemporaryDirectory() as folder:

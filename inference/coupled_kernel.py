@@ -41,8 +41,13 @@ from bnpzoo.models.coupled_dp import model as coupled_model
 
 def _latent_trace(problem: gibbs.Problem, values: dict | None = None):
     """A trace of the program's latent sites (conditioned on ``values``), with the data plate cut
-    to one observation: the sampler's start."""
-    program = coupled_model if values is None else pyro.condition(coupled_model, data=values)
+    to one observation: the sampler's start. The sampler integrates the topics out, so they are
+    not drawn (a K x V Dirichlet draw cost more than 10 sweeps on lee_background)."""
+    values = dict(values or {})
+    if problem.family == "categorical":
+        _, _, k = problem.sizes
+        values["phi"] = torch.full((k, problem.vocab_size), 1 / problem.vocab_size, dtype=problem.q.dtype)
+    program = pyro.condition(coupled_model, data=values)
     cut = {"groups": problem.groups[:1]} | ({} if problem.documents is None else {"documents": problem.documents[:1]})
     return pyro.poutine.trace(program).get_trace(None, **dict(problem.model_kwargs, **cut))
 
@@ -77,7 +82,7 @@ def log_joint(problem: gibbs.Problem, state: gibbs.GibbsState) -> torch.Tensor:
 
 def sampler_cached() -> bool:
     """Whether numba's cache holds every compiled loop of the sampler for this source (False: the
-    next fit compiles them, about 20 s once; ``prepare``). Reads numba's cache index, which is
+    next fit compiles them, about 10 s once; ``prepare``). Reads numba's cache index, which is
     not public API: where it cannot be read, True (nothing is announced)."""
     from numba.core.registry import CPUDispatcher
 
@@ -177,6 +182,8 @@ class CoupledGibbsKernel(MCMCKernel):
             self.state = gibbs.sweep(self.problem, self.state, self.thin)
             # MCMC drops what warm-up steps return: the summaries (about a fifth of a sweep's time on
             # lee_background) are computed for kept samples only
+            if self._t >= self._warmup_steps:
+                self.state = gibbs.average_topics(self.problem, self.state)
             summary = params if self._t < self._warmup_steps else self.summary(self.state)
             if self.checkpoint is not None:  # MCMC keeps the run's samples; a checkpoint needs its own
                 self._summaries.append(summary)

@@ -188,6 +188,26 @@ def document_labels(x, groups, starts, z, mixing, b, vocab, beta, uniforms):  # 
 
 
 @compiled
+def accumulate_topics(x, z, sums, lives):  # pragma: no cover (compiled)
+    """One kept sweep's word counts n_kw added to ``sums`` (K, V), in place. Each atom is summed
+    over its current life, the sweeps since it last held no token (``lives`` (K,) counts them):
+    an index that empties and fills again holds another topic, and starts afresh."""
+    k_count = sums.shape[0]
+    sizes = np.zeros(k_count, dtype=np.int64)
+    for i in range(z.shape[0]):
+        sizes[z[i]] += 1
+    for k in range(k_count):
+        if sizes[k] > 0:
+            lives[k] += 1
+        elif lives[k] > 0:
+            lives[k] = 0
+            for w in range(sums.shape[1]):
+                sums[k, w] = 0.0
+    for i in range(z.shape[0]):
+        sums[z[i], x[i]] += 1.0
+
+
+@compiled
 def _cell_log_likelihood(a, words, counts, n_words, nwk, nk, vocab, beta):
     """ln p(the cell's words | atom a's other words), topics integrated out: the words words[:n_words]
     with multiplicities counts[:n_words]; ln G(n + c + beta) - ln G(n + beta) as the sum of

@@ -99,12 +99,14 @@ def test_the_gaussian_family_finds_the_clusters_of_each_group():
 def test_the_document_level_recovers_topics_that_documents_mix_within_a_group():
     """Every document draws from one of the three topics at random, so each group mixes all three:
     with documents=True the topics come out one by one, and held-out documents are scored as
-    single-topic ones; without the document level the atoms mix the topics."""
+    single-topic ones (perplexity near 4, the words of one topic; the median of three chains, as
+    one chain's perplexity spreads from 4.4 to 5.6 over seeds); without the document level the
+    atoms mix the topics."""
     rng = np.random.default_rng(0)
     docs = [list(rng.choice(TOPICS[rng.integers(3)], size=12)) for _ in range(90)]
     groups = np.repeat(np.arange(6), 15)
-    est = CoupledDP(config="m-ldp", truncation=6, beta=0.1, documents=True, max_iter=200, warmup=100,
-                    random_state=0).fit(docs, groups)
+    est, *others = [CoupledDP(config="m-ldp", truncation=6, beta=0.1, documents=True, max_iter=200, warmup=100,
+                              random_state=seed).fit(docs, groups) for seed in range(3)]
     plain = CoupledDP(config="m-ldp", truncation=6, beta=0.1, documents=False, max_iter=40, warmup=40,
                       random_state=0).fit(docs, groups)
     vocab = est.vocabulary_
@@ -112,7 +114,8 @@ def test_the_document_level_recovers_topics_that_documents_mix_within_a_group():
     big = est.weights_ > 0.05
     assert (mass[big].max(1).values > 0.9).all() and set(mass[big].argmax(1).tolist()) == {0, 1, 2}
     held_out = [list(rng.choice(TOPICS[rng.integers(3)], size=12)) for _ in range(12)]
-    assert est.perplexity(held_out) < 5 and plain.perplexity(held_out) > est.perplexity(held_out) + 2
+    perplexity = float(np.median([model.perplexity(held_out) for model in (est, *others)]))
+    assert perplexity < 5 and plain.perplexity(held_out) > perplexity + 2
     with pytest.raises(ValueError, match="real vectors"):
         CoupledDP(documents=True).fit(np.zeros((4, 2)), [0, 0, 1, 1])
     with pytest.raises(ValueError, match="collapsed"):
@@ -142,11 +145,11 @@ def test_alpha_is_one_with_the_document_level_and_sampled_at_the_group_level_by_
 
 
 def test_chains_that_disagree_say_how_many_sweeps_to_run():
-    """Two chains of 5 sweeps from different starts: R-hat of the log joint above 1.1, and the
-    warning names a larger max_iter."""
+    """Two chains of 5 sweeps from different starts, without warm-up: R-hat of the log joint above
+    1.1 (1.12 to 1.69 over random states 0 to 5), and the warning names a larger max_iter."""
     docs, groups = _corpus()
     with pytest.warns(ConvergenceWarning, match=r"have not mixed: R-hat of the log joint is .* max_iter=\d+") as caught:
-        est = CoupledDP(truncation=4, max_iter=5, warmup=5, num_chains=2, random_state=0).fit(docs, groups)
+        est = CoupledDP(truncation=4, max_iter=5, warmup=0, num_chains=2, random_state=0).fit(docs, groups)
     assert est.rhat_ > 1.1
     assert int(re.search(r"max_iter=(\d+)", str(caught[0].message)).group(1)) > est.max_iter
 

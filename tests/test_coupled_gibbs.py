@@ -437,3 +437,23 @@ def test_atom_moves_stay_exact_when_magnitudes_span_hundreds_of_orders():
             moved = gibbs.update_coefficients(problem, gibbs.update_labels(problem, moved))
             state = gibbs.update_weights(problem, moved)
     assert worst < 30, worst
+
+
+def test_the_averaged_topics_are_the_mean_over_each_atoms_current_life():
+    """Over three kept sweeps, atom 0 lives throughout, atom 1 empties at the second sweep and holds
+    other words after it, atoms 2 and 3 never hold a token: the topics average each atom's counts
+    over the sweeps since it last held none, and fall back to the labels where it has no such sweep."""
+    state, x = _draw("categorical")
+    problem = _problem("categorical", x)
+    sweeps = [torch.tensor([0, 0, 1, 1, 0, 1, 0, 1]), torch.zeros(8, dtype=torch.long),
+              torch.tensor([0, 1, 0, 0, 1, 0, 0, 0])]
+    counts = []
+    for z in sweeps:
+        state = gibbs.average_topics(problem, replace(state, z=z))
+        counts.append(gibbs.word_counts(problem, z))
+    assert state.topic_lives.tolist() == [3, 1, 0, 0]
+    expected = torch.stack([sum(c[0] for c in counts) / 3, *counts[2][1:]]) + problem.beta
+    assert torch.allclose(gibbs.topic_word(problem, state), expected / expected.sum(1, keepdim=True))
+    plain = counts[2] + problem.beta  # without kept sweeps: the labels alone
+    assert torch.allclose(gibbs.topic_word(problem, replace(state, topic_sums=None)),
+                          plain / plain.sum(1, keepdim=True))
