@@ -80,8 +80,8 @@ class CoupledDP(Estimator):
         level is D_t; without it every word of a group is a draw from D_t itself. None (default):
         on for words (token lists, a ``Corpus``) unless ``label_step="blocked"``, off for real
         vectors. On the four corpora of ``benchmarks/bench_coupled_documents.py`` it gave the lower
-        held-out perplexity on every one (lee_background 1,194 against 1,936, head500 2,207
-        against 2,894). Set False when a group is one topically pure unit (a bag of words).
+        held-out perplexity on every one (lee_background 1,120 against 1,793, head500 2,116
+        against 2,754). Set False when a group is one topically pure unit (a bag of words).
     doc_concentration : b, how closely theta_d follows D_t (b -> infinity: the model without
         documents). None: sampled, under Gamma(1, 1) (``inference.coupled_gibbs``,
         ``update_doc_concentration``); ``doc_concentration_`` is its value in the kept state.
@@ -90,7 +90,8 @@ class CoupledDP(Estimator):
         the topic-recovery test corpus they took recovery from 6 of 8 seeds to 8 of 8 in 80
         sweeps; on head500 one move per group and step costs about 40 % of a sweep. 0 turns
         them off.
-    max_iter : samples per chain after warm-up. warmup : warm-up samples per chain.
+    max_iter : samples per chain after warm-up (the topics average over them). warmup : warm-up
+        samples per chain.
     thin : sweeps per sample (1: every sweep is kept); the summaries and Pyro's bookkeeping cost
         about two thirds of a blocked sweep on digits-bags, so long runs there keep every 10th.
     num_chains : chains run by ``pyro.infer.MCMC``: in spawned worker processes where the machine
@@ -111,8 +112,9 @@ class CoupledDP(Estimator):
     and ``beta_`` (the settings used, defaults resolved); from the
     final state of the chain with the highest final log joint: ``n_clusters_`` (atoms holding
     data), ``weights_`` (their share of the data), ``group_weights_`` (each group's D_t over them,
-    renormalised), ``topic_word_`` (E[phi | z, x] over the used
-    atoms) and ``vocabulary_`` for words, ``means_`` and ``precisions_`` for vectors; and
+    renormalised), ``topic_word_`` (E[phi | x] over the used atoms: each atom's (n_kw + beta) /
+    (n_k + V beta) averaged over the kept sweeps since it last held no token) and ``vocabulary_``
+    for words, ``means_`` and ``precisions_`` for vectors; and
     ``n_features_in_`` (vocabulary size or D), ``n_tokens_``, ``n_iter_`` (sweeps per chain),
     ``fit_seconds_``, ``sampling_seconds_`` and ``tokens_per_second_`` (sweeps of all chains x
     training tokens / sampling seconds; after a resume, of the sweeps this fit ran),
