@@ -2,6 +2,8 @@
 densities, recovery of data drawn from the program, and the defaults on data where a fixed scale
 failed (one cloud, blobs of very different spreads, large 1-D clusters)."""
 
+import math
+
 import numpy as np
 import pyro
 import pytest
@@ -106,6 +108,21 @@ def test_the_data_term_from_statistics_is_the_weighted_expected_log_density(cova
     q = family.natural(family.statistics(x, weights.flip(1), prior), prior)  # any q, not only the optimum
     direct = (weights * family.expected_log_density(x, q, prior)).sum(0)
     assert torch.allclose(family.expected_data_term(q, stats, prior), direct, rtol=1e-10)
+
+
+def test_the_fixed_scale_data_term_leaves_out_only_the_rows_own_terms():
+    """The fixed-scale family's data term from statistics (births and merges score differences of
+    it) is the weighted expected log density less terms of the rows alone: the normaliser and
+    -|x_n - m0|^2 / (2 std^2), weighted; so differences between two weightings are exact."""
+    x, weights, prior = _problem(seed=2, k=3)
+    family = gaussian_family("fixed")
+    std = prior.std
+    own = -0.5 * (((x - prior.mean) / std) ** 2).sum(1) - std.log().sum() - 0.5 * x.shape[1] * math.log(2 * math.pi)
+    for w in (weights, weights.flip(1)):
+        q = family.natural(family.statistics(x, weights.roll(1, 1), prior), prior)  # any q
+        direct = (w * family.expected_log_density(x, q, prior)).sum(0)
+        relative = family.expected_data_term(q, family.statistics(x, w, prior), prior)
+        assert torch.allclose(relative + w.T @ own, direct, rtol=1e-10)
 
 
 def test_gaussian_tables_equal_torch_densities():

@@ -8,7 +8,7 @@ from bnpzoo import DPGMM
 from bnpzoo.families import ComponentPrior, gaussian_family
 from bnpzoo.inference.kmeans import kmeans
 from bnpzoo.inference.sticks import reorder_and_prune
-from bnpzoo.inference.vmm import fit_vmm
+from bnpzoo.inference.vmm import expectation, fit_vmm
 from bnpzoo.metrics import nmi
 from bnpzoo.ops import default_sigma
 from conftest import match_means
@@ -90,6 +90,26 @@ def test_split_moves_open_clusters_and_keep_the_objective_monotone():
     nearest_true = ((x.numpy()[:, None] - centres[None]) ** 2).sum(-1).argmin(1)  # the best any fit can do
     assert nmi(z, vmm_predict(x, split)) > nmi(z, nearest_true) - 0.02
     _monotone(split)
+
+
+@pytest.mark.parametrize("covariance", ["fixed", "full", "diag"])
+def test_births_open_fifty_clusters_from_a_start_with_two(covariance):
+    """50 well-separated clusters (10-D, 100 rows each), a K-means start with 2 and room for 100:
+    the memoized births double the clusters round by round to the 50, every accepted move raising
+    the bound."""
+    rng = np.random.default_rng(0)
+    centres = rng.normal(0.0, 5.0, size=(50, 10))
+    z = np.repeat(np.arange(50), 100)
+    x = torch.as_tensor(centres[z] + rng.normal(size=(5000, 10)))
+    _, labels = kmeans(x, 2, seed=0)
+    family = gaussian_family(covariance)
+    fit = fit_vmm(x, labels, 100, family=family, prior=_prior(x, 1.0), split_moves=True,
+                  merge_moves=family.learns_spread, max_iter=200)
+    _, assigned = expectation(x, family, fit.q, fit.point, _prior(x, 1.0), fit.sticks, True,
+                              torch.zeros(len(x), dtype=torch.long))
+    assert abs(fit.means.shape[0] - 50) <= 2 and fit.converged
+    assert nmi(z, assigned.labels.numpy()) >= 0.99
+    _monotone(fit)
 
 
 def vmm_predict(x, fit):

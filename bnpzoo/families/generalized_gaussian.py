@@ -88,6 +88,18 @@ class GeneralizedGaussianFamily(ConjugateFamily):
     def correction(self, q: dict) -> torch.Tensor:
         return -q["weighted"].shape[1] / (2 * q["precision"])
 
+    def expected_data_term(self, q: dict, stats: dict, prior: ComponentPrior) -> torch.Tensor:
+        """sum_n w_nk E_q ln N(x_n | mu_k, diag(std^2)) from the statistics, (K,), less the rows' own
+        terms (the normaliser and -|x_n - m0|^2 / (2 std^2), summed over the rows: the same for any
+        assignment of them, so that differences between assignments, which merges and births
+        score, are exact): per feature (S_kd m_kd - N_k m_kd^2 / 2) / std_d^2, less N_k D / (2 tau_k)
+        (rows and m_k centred)."""
+        std = prior.std.to(q["weighted"])
+        m = q["weighted"] / q["precision"][:, None]
+        count = stats["count"]
+        return (((stats["sum"] * m - 0.5 * count[:, None] * m**2) / std**2).sum(1)
+                - count * m.shape[1] / (2 * q["precision"]))
+
     def kl(self, q: dict, prior: ComponentPrior) -> torch.Tensor:
         std = prior.std.to(q["weighted"])
         return means_kl(q["weighted"] / q["precision"][:, None], std**2 / q["precision"][:, None], std=std,
