@@ -1,6 +1,7 @@
 """The batch learner: a monotone objective for every stick prior, recovery of the generating clusters."""
 
 import numpy as np
+import pyro
 import pytest
 import torch
 
@@ -110,6 +111,32 @@ def test_births_open_fifty_clusters_from_a_start_with_two(covariance):
     assert abs(fit.means.shape[0] - 50) <= 2 and fit.converged
     assert nmi(z, assigned.labels.numpy()) >= 0.99
     _monotone(fit)
+
+
+def test_with_births_a_pitman_yor_discount_keeps_more_small_clusters():
+    """Five draws of a Pitman-Yor mixture (d = 0.5, 4,000 rows in 6-D, 105 to 145 clusters under
+    1 % of the rows): fits with births and d = 0.5 keep more clusters under 1 % than with d = 0,
+    summed over the draws (257 against 246 when written, more or equal in each draw; without
+    births 61 against 58, one draw the other way), and so come closer to the truth (638)."""
+    from bnpzoo import PYPGGM
+    from bnpzoo.models import pyp_ggm
+
+    def small(labels):
+        counts = np.bincount(labels)
+        return int((counts[counts > 0] < 0.01 * len(labels)).sum())
+
+    truth, kept = 0, {0.0: 0, 0.5: 0}
+    for seed in range(5):
+        pyro.set_rng_seed(seed)
+        trace = pyro.poutine.trace(pyp_ggm.model).get_trace(None, truncation=300, alpha=2.0, discount=0.5, rho=2.0,
+                                                            prior_precision=0.05, num_data=4000, dim=6)
+        x, z = trace.nodes["x"]["value"].numpy(), trace.nodes["z"]["value"].numpy()
+        truth += small(z)
+        for d in kept:
+            est = PYPGGM(likelihood="gaussian", inference="vmm", discount=d, truncation=100, scale=1.0,
+                         split_moves=True, random_state=seed).fit(x)
+            kept[d] += small(est.predict(x))
+    assert kept[0.0] < kept[0.5] < truth
 
 
 def vmm_predict(x, fit):
