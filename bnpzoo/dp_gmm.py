@@ -54,7 +54,7 @@ all with one fixed diagonal variance sigma^2 (the model of [DPM-SGA]).
     }
 
     def __init__(self, *, truncation=50, inference="vmm", alpha=1.0, covariance=None, sigma=None, prior_precision=1.0,
-                 pruning_precision=None, split_moves=False, assignment=None, guide="map", max_iter=500, tol=1e-5,
+                 pruning_precision=None, split_moves=None, assignment=None, guide="map", max_iter=500, tol=1e-5,
                  prune_threshold=1e-3, batch_size=None, learning_rate=None, n_init=3, device=None, dtype="float32",
                  random_state=None, verbose=False, data_parallel=False):
         self._store(locals())

@@ -45,7 +45,7 @@ made; once the assignments settle, the best three candidates are also checked wi
 Every accepted merge raises the objective, so the trace stays monotone. Without them, a learned
 spread leaves one Gaussian cloud in 3 to 50 pieces (``benchmarks/reports/families.md``).
 
-Split moves, or births (``split_moves=True``, hard assignments, the last phase only). The steps
+Split moves, or births (``split_moves=True``, the last phase only). The steps
 above move one sample at a time and only ever empty clusters: a cost or a gain that belongs to a
 whole cluster (its stick's prior, the Occam term) never decides anything, and no cluster is ever
 opened. Once the assignments stand still, every cluster of at least 4 members is divided in two by
@@ -117,7 +117,8 @@ class Assignments:
     """E[z] as the M-step sees it: the family's statistics of each cluster (``stats``, a dict with
     ``count`` N_k among them, K leading), and with hard assignments each sample's cluster (N,), -1
     for a sample whose cluster was pruned (it then sits in no cluster until step 1 reassigns it,
-    as a one-hot row dropped with its column)."""
+    as a one-hot row dropped with its column); with soft assignments each sample's most responsible
+    cluster, where a pass has measured it (births take a cluster's rows from it)."""
 
     stats: dict
     labels: torch.Tensor | None = None
@@ -204,7 +205,7 @@ def expectation(x, family, q, point, prior, sticks, hard: bool, labels=None,
     if merges:
         products = x.new_zeros(k, k, dtype=torch.float64)
         entropy, pair_entropy = x.new_zeros(k, dtype=torch.float64), x.new_zeros(len(pairs), dtype=torch.float64)
-    new_labels = torch.empty(x.shape[0], dtype=torch.long, device=x.device) if hard else None
+    new_labels = torch.empty(x.shape[0], dtype=torch.long, device=x.device)
     log_weights = stick_breaking_log_weights(sticks.to(x.dtype))
     for rows in passes(x, k):
         block = x[rows]
@@ -216,10 +217,10 @@ def expectation(x, family, q, point, prior, sticks, hard: bool, labels=None,
                 entropy -= torch.xlogy(resp, resp).sum(0).double()
                 summed = resp[:, pairs[:, 0]] + resp[:, pairs[:, 1]]
                 pair_entropy -= torch.xlogy(summed, summed).sum(0).double()
+        new_labels[rows] = scores.argmax(1)
         if hard:
             old = labels[rows]
             value += scores.gather(1, old.clamp_min(0)[:, None]).squeeze(1).masked_fill(old < 0, 0).sum()
-            new_labels[rows] = scores.argmax(1)
             part = family.label_statistics(block, new_labels[rows], k, prior)
         else:
             value += torch.logsumexp(scores, 1).sum()
@@ -252,10 +253,14 @@ def prior_terms(means, sticks, variances, *, std, alpha, discount=0.0, prior_mea
     return stick_log_prior(sticks, alpha, discount, n_sticks=n_clusters - 1) - kl
 
 
-def birth_candidates(x, assignments, family, prior, seed: int) -> list:
+def birth_candidates(x, assignments, family, prior, seed: int, responsibilities=None) -> list:
     """Each cluster of at least 4 members divided in two by 2-means in units of its own spread per
     feature (``family.split_units``): (cluster, the rows of its second half, the two halves'
-    statistics), from the cluster's own rows alone."""
+    statistics), from the cluster's own rows alone. With soft assignments the members are the rows
+    the cluster is most responsible for, ``responsibilities(rows)`` (M, K) gives their
+    responsibilities, the second half takes its rows' share of the cluster, and the first half the
+    rest of the cluster's statistics (rows elsewhere included): the responsibilities themselves do
+    not change, only which of the two halves holds them."""
     labels, k = assignments.labels, assignments.counts.numel()
     order = torch.argsort(labels)  # each cluster's members side by side (-1, in no cluster, first)
     bounds = torch.searchsorted(labels[order], torch.arange(k + 1, device=labels.device)).tolist()
@@ -266,15 +271,24 @@ def birth_candidates(x, assignments, family, prior, seed: int) -> list:
             continue
         rows = x[members]
         _, halves = kmeans(rows / family.split_units(rows, prior), 2, n_init=1, seed=seed + cluster)
-        if halves.min() < halves.max():
-            candidates.append((cluster, members[halves == 1], family.label_statistics(rows, halves, 2, prior)))
+        if not halves.min() < halves.max():
+            continue
+        if responsibilities is None:
+            stats = family.label_statistics(rows, halves, 2, prior)
+        else:
+            second = family.statistics(rows, (responsibilities(rows)[:, cluster] * (halves == 1))[:, None], prior)
+            stats = {name: torch.stack([value[cluster] - second[name][0], second[name][0]])
+                     for name, value in assignments.stats.items()}
+        candidates.append((cluster, members[halves == 1], stats))
     return candidates
 
 
-def _births(x, assignments, cluster_terms, stick_terms, family, prior, ceiling: int, seed: int):
-    """Split moves scored on the memoized bound (hard assignments; Hughes and Sudderth's births in
-    their simplest form): a cluster's two halves (``birth_candidates``) change the objective at
-    fixed assignments only through their own ``cluster_terms`` and the sticks' ``stick_terms``, so
+def _births(x, assignments, cluster_terms, stick_terms, family, prior, ceiling: int, seed: int,
+            responsibilities=None):
+    """Split moves scored on the memoized bound (Hughes and Sudderth's births in their simplest
+    form): a cluster's two halves (``birth_candidates``; ``responsibilities`` with soft assignments)
+    change the objective at fixed assignments only through their own ``cluster_terms`` (the
+    entropies of the responsibilities, which a split only divides, cancel) and ``stick_terms``, so
     a candidate costs a pass over its own rows and O(K), never a pass over the data. Candidates in
     order of their own gain, each kept when it raises the objective further, the second half
     appended as a new cluster, while there are fewer than ``ceiling``. Returns the new
@@ -285,7 +299,7 @@ def _births(x, assignments, cluster_terms, stick_terms, family, prior, ceiling: 
     k = counts.numel()
     terms = cluster_terms(assignments.stats, torch.zeros_like(counts))
     candidates = []
-    for cluster, moved, halves in birth_candidates(x, assignments, family, prior, seed):
+    for cluster, moved, halves in birth_candidates(x, assignments, family, prior, seed, responsibilities):
         gain = cluster_terms(halves, torch.zeros_like(halves["count"])).sum() - terms[cluster]
         candidates.append((float(gain), cluster, moved, halves))
 
@@ -345,7 +359,7 @@ def fit_vmm(
     hard objective's relative change did not: on 1,000,000 x 64 a change of 4.4e-6 stopped the
     pruning phase after 2 iterations with 100 clusters left of 50 (NMI 0.931), where moving
     assignments run on to the 50. ``guard=False`` reorganises unconditionally, as [PYPM-sVMM] V.D
-    does (for comparison); ``split_moves`` (hard assignments) proposes splits in the last phase
+    does (for comparison); ``split_moves`` proposes splits in the last phase
     (the module docstring). Every pass over the data runs in blocks of rows (``expectation``).
     ``fit.seconds`` count from ``clock_start`` (a ``time.perf_counter()`` value; default: this call).
     """
@@ -358,7 +372,7 @@ def fit_vmm(
     bar = tqdm(total=max_iter * len(phases), disable=not verbose, desc="vmm", unit="it")
     for phase, phase_prior in enumerate(phases):
         fit.phase_starts.append(len(fit.objective_trace))
-        splits = split_moves and hard and phase == len(phases) - 1
+        splits = split_moves and phase == len(phases) - 1
         assignments, fit.converged = _phase(x, assignments, fit, bar, family=family, prior=phase_prior,
                                             sticks_prior=dict(alpha=alpha, discount=discount),
                                             n_clusters=n_clusters, hard=hard, max_iter=max_iter, tol=tol,
@@ -421,7 +435,12 @@ def _phase(x, assignments, fit, bar, *, family, prior, sticks_prior, n_clusters,
         assignments = new
         converged = settled_assignments
         if splits and converged:  # births once the assignments stand still: converged when none is kept
-            born = _births(x, assignments, cluster_terms, stick_terms, family, prior, n_clusters, seed=it)
+            q, point, sticks = estimates  # under which the pass measured ``assignments``
+            log_weights = stick_breaking_log_weights(sticks)
+            responsibilities = None if hard else (
+                lambda rows: torch.softmax(family.expected_log_density(rows, q, prior, point, log_weights), 1))
+            born = _births(x, assignments, cluster_terms, stick_terms, family, prior, n_clusters, seed=it,
+                           responsibilities=responsibilities)
             if born is not None:
                 assignments, converged = born, False
         if merges:  # memoized merges at every iteration (no pass); those that need one once settled

@@ -93,8 +93,9 @@ def test_split_moves_open_clusters_and_keep_the_objective_monotone():
     _monotone(split)
 
 
-@pytest.mark.parametrize("covariance", ["fixed", "full", "diag"])
-def test_births_open_fifty_clusters_from_a_start_with_two(covariance):
+@pytest.mark.parametrize("covariance, hard", [("fixed", True), ("full", True), ("diag", True), ("full", False)],
+                         ids=["fixed", "full", "diag", "full-soft"])
+def test_births_open_fifty_clusters_from_a_start_with_two(covariance, hard):
     """50 well-separated clusters (10-D, 100 rows each), a K-means start with 2 and room for 100:
     the memoized births double the clusters round by round to the 50, every accepted move raising
     the bound."""
@@ -104,7 +105,7 @@ def test_births_open_fifty_clusters_from_a_start_with_two(covariance):
     x = torch.as_tensor(centres[z] + rng.normal(size=(5000, 10)))
     _, labels = kmeans(x, 2, seed=0)
     family = gaussian_family(covariance)
-    fit = fit_vmm(x, labels, 100, family=family, prior=_prior(x, 1.0), split_moves=True,
+    fit = fit_vmm(x, labels, 100, family=family, prior=_prior(x, 1.0), split_moves=True, hard=hard,
                   merge_moves=family.learns_spread, max_iter=200)
     _, assigned = expectation(x, family, fit.q, fit.point, _prior(x, 1.0), fit.sticks, True,
                               torch.zeros(len(x), dtype=torch.long))
