@@ -140,6 +140,17 @@ def test_with_births_a_pitman_yor_discount_keeps_more_small_clusters():
     assert kept[0.0] < kept[0.5] < truth
 
 
+def test_an_over_segmented_start_ends_at_the_true_number_of_clusters():
+    """Ten clusters with random covariances (3,000 x 5) and a K-means start at truncation 100: the
+    default learner (full covariances, merges and births) ends with the ten."""
+    rng = np.random.default_rng(0)
+    centres, z = rng.normal(0, 4, size=(10, 5)), rng.integers(0, 10, 3000)
+    shapes = rng.normal(size=(10, 5, 5)) * 0.4 + np.eye(5)
+    x = centres[z] + np.einsum("nij,nj->ni", shapes[z], rng.normal(size=(3000, 5)))
+    est = DPGMM(truncation=100, random_state=0).fit(x)
+    assert abs(est.n_clusters_ - 10) <= 1 and nmi(z, est.predict(x)) > 0.95
+
+
 def vmm_predict(x, fit):
     from bnpzoo.inference.vmm import assignment_scores
 
