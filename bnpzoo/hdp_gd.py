@@ -213,7 +213,7 @@ class HDPGD(Estimator):
             self.__dict__.pop(name, None)
         obs, order, _ = self._observations(X, groups, self._device_for(X), fitting=True)
         start = time.perf_counter()
-        seed = int(self.random_state) if self.random_state is not None else int(torch.seed() % 2**31)
+        seed = int(self.random_state) if self.random_state is not None else int(torch.randint(2**31, ()))
         torch.manual_seed(seed)
         if self.inference == "vi":
             g, r, trace = self._fit_batch(obs, seed)

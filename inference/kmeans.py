@@ -46,7 +46,8 @@ def kmeans(x: torch.Tensor, k: int, *, n_init: int = 3, max_iter: int = 50, seed
     """Best of ``n_init`` k-means++ runs by inertia. Returns (centres (k, D), labels (N,))."""
     k = min(k, x.shape[0])
     generator = torch.Generator()  # CPU generator: identical draws on every device
-    generator.manual_seed(torch.seed() if seed is None else seed)
+    # seed None: drawn from torch's generator (torch.seed() would reseed the caller's from the OS)
+    generator.manual_seed(int(torch.randint(2**62, ())) if seed is None else seed)
     best = None
     for _ in range(n_init):
         run = lloyd(x, kmeans_plus_plus(x, k, generator), max_iter)

@@ -178,3 +178,15 @@ def test_recovers_six_clusters_drawn_from_the_model(model_draw, inference):
     assert match_means(mode, est.means_.numpy()) < 0.02
     # ... which lies within the sampling error of the generating means (200 samples a cluster)
     assert match_means(means, est.means_.numpy()) < 0.25
+
+
+def test_an_unseeded_kmeans_draws_from_torchs_generator_without_reseeding_it():
+    """kmeans(seed=None) takes its seed from torch's generator: under the caller's
+    ``torch.manual_seed`` the start and everything the caller draws after it reproduce."""
+    x = torch.randn(200, 3, generator=torch.Generator().manual_seed(0))
+    runs = []
+    for _ in range(2):
+        torch.manual_seed(0)
+        labels = kmeans(x, 4)[1]
+        runs.append((labels, torch.rand(3)))
+    assert torch.equal(runs[0][0], runs[1][0]) and torch.equal(runs[0][1], runs[1][1])
