@@ -33,6 +33,7 @@ from bnpzoo.threads import fit_threads
 
 INFERENCE = ("vi", "online-vi")
 LOCAL_ITERS = 5  # rounds of q(Z), q(phi) for data the fit has not seen
+ONLINE_PASSES = 3  # online-vi's default passes over the data
 MERGE_CHECKS_PER_PASS = 10  # online-vi: merges are tried after at most about this many minibatches a pass
 
 
@@ -96,7 +97,9 @@ class HDPGD(Estimator):
         parameters of proportions.
     input : "proportions" (rows inside the simplex, or compositions summing to 1; checked) or
         "histograms" (normalised; module docstring). floor : the histograms' floor.
-    max_iter : iterations (vi; default 300) or passes over the data (online-vi; default 2).
+    max_iter : iterations (vi; default 300) or passes over the data (online-vi; default 3: on data
+        drawn from the model, random states 0 to 11, two draws, the third pass took the lowest NMI
+        from 0.882 to 0.998 against batch vi's 1.000, and the fourth changed nothing more).
     tol : vi stops when the bound changes by less than tol per observation between iterations.
     batch_size : online-vi's minibatch (default min(N, 200)).
     learning_offset, learning_decay : eta0 and kappa of zeta_r = (eta0 + r)^(-kappa), eq. (32)
@@ -246,7 +249,7 @@ class HDPGD(Estimator):
 
     def _fit_online(self, obs, seed):
         n = obs.x.shape[0]
-        passes = self.max_iter or 2
+        passes = self.max_iter or ONLINE_PASSES
         generator = torch.Generator().manual_seed(seed)
         r = torch.zeros(n, self.truncation, dtype=obs.x.dtype, device=obs.x.device)
         # the start: K-means on a random sample of min(N, max(20 K, batch)) rows, counts scaled to the data

@@ -211,11 +211,23 @@ def test_online_vi_reaches_the_batch_nmi_with_merges_and_not_without(drawn, batc
 
 
 # -- online VI --------------------------------------------------------------------------------------
-def test_online_vi_learns_the_relevant_features_in_two_passes(drawn):
+def test_online_vi_learns_the_relevant_features_in_three_passes(drawn):
     est = HDPGD(inference="online-vi", random_state=0).fit(drawn.X, drawn.groups)
-    assert est.n_passes_ == 2 and len(est.elbo_trace_) == est.n_iter_
+    assert est.n_passes_ == 3 and len(est.elbo_trace_) == est.n_iter_
     assert est.saliency_[:16].min() > est.saliency_[16:].max()
     assert nmi(drawn.labels, est.labels_) > 0.6
+
+
+def test_online_vi_is_within_two_hundredths_of_batch_for_every_random_state(drawn, batch_fit):
+    """Random states 0 to 11 (with two passes the lowest NMI was 0.882): each online fit within
+    0.02 of batch vi's NMI, and its saliency ranking every relevant feature above every irrelevant
+    one, as batch vi's does."""
+    batch = nmi(drawn.labels, batch_fit.labels_)
+    assert batch_fit.saliency_[:16].min() > batch_fit.saliency_[16:].max()
+    for seed in range(12):
+        est = HDPGD(inference="online-vi", random_state=seed).fit(drawn.X, drawn.groups)
+        assert nmi(drawn.labels, est.labels_) >= batch - 0.02, seed
+        assert est.saliency_[:16].min() > est.saliency_[16:].max(), seed
 
 
 def test_partial_fit_streams_and_save_load_keeps_predictions(drawn, tmp_path):

@@ -73,7 +73,7 @@ plt.show()
 # %% [markdown]
 # ## Online
 #
-# Online VI ([HDP-GD] Algorithm 2) visits the data in minibatches, two passes by default, and
+# Online VI ([HDP-GD] Algorithm 2) visits the data in minibatches, three passes by default, and
 # `partial_fit` keeps learning from new chunks. On data this small it ends below batch VI
 # (`benchmarks/reports/hdp_gd.md`); its place is data too large for many passes.
 
