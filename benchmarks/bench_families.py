@@ -14,6 +14,7 @@ import json
 import os
 import time
 import warnings
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -63,7 +64,7 @@ def fits():
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("--out", default="benchmarks/reports/families.json")
+    parser.add_argument("--out", default=str(Path(__file__).parent / "reports" / "families.json"))
     args = parser.parse_args()
     torch.set_num_threads(1)
     warnings.filterwarnings("ignore", category=ConvergenceWarning)

@@ -67,7 +67,7 @@ def table(rows, header):
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("--out", default="benchmarks/reports")
+    parser.add_argument("--out", default=str(Path(__file__).parent / "reports"))
     parser.add_argument("--quick", action="store_true", help="20,000 rows instead of 100,000 for the large set")
     args = parser.parse_args()
     sets = {"hdp-gd seed 0 (2,000 x 24)": data.load("hdp-gd:seed=0"),
