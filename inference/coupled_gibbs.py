@@ -299,12 +299,12 @@ def average_topics(problem: Problem, state: GibbsState) -> GibbsState:
 def topic_word(problem: Problem, state: GibbsState) -> torch.Tensor:
     """E[phi | x], (K, V): (n_kw + beta) / (n_k + V beta) averaged over the kept sweeps of each
     atom's current life where the chain kept them (``average_topics``; a Rao-Blackwellised
-    posterior mean, whose held-out perplexity was 4 to 6 % lower than the last sweep's on
-    lee_background and pang_lee_polarity), else from the state's labels alone."""
+    posterior mean: ``benchmarks/reports/coupled_defaults.md``), else from the state's labels
+    alone."""
     counts = word_counts(problem, state.z)
     if state.topic_sums is not None:
-        lives = state.topic_lives.to(counts.dtype)[:, None]
-        counts = torch.where(lives > 0, state.topic_sums.to(counts.dtype) / lives.clamp(min=1), counts)
+        lives = state.topic_lives.to(counts)[:, None]  # (the sums live on the CPU, beside the compiled steps)
+        counts = torch.where(lives > 0, state.topic_sums.to(counts) / lives.clamp(min=1), counts)
     counts = counts + problem.beta
     return counts / counts.sum(1, keepdim=True)
 

@@ -45,22 +45,22 @@ made; once the assignments settle, the best three candidates are also checked wi
 Every accepted merge raises the objective, so the trace stays monotone. Without them, a learned
 spread leaves one Gaussian cloud in 3 to 50 pieces (``benchmarks/reports/families.md``).
 
-Split moves, or births (``split_moves=True``, the last phase only). The steps
-above move one sample at a time and only ever empty clusters: a cost or a gain that belongs to a
-whole cluster (its stick's prior, the Occam term) never decides anything, and no cluster is ever
-opened. Once the assignments stand still, every cluster of at least 4 members is divided in two by
-2-means (in units of its own spread) and scored on the memoized bound (``_births``: the halves'
-statistics come from the cluster's own rows, so no pass over the data); the splits that raise
-the bound are kept, the second halves appended as new clusters, up to the truncation, and the
-phase ends when no split is kept. The number of clusters can double in one round, so a fit
-started with 2 clusters reaches 50 well-separated ones in about 6 rounds. A split must pay for
-the weights it divides (about N_k ln 2 with hard assignments): a cluster that covers many true ones
-in a spread-out glob (the spherical family) can stay unsplit. With soft assignments a split
-divides the responsibilities of the rows the cluster is most responsible for between its halves
-(the entropies cancel), and the next pass's bound, which sums the assignments out, is at least
-the memoized one. The estimators turn births on for vmm (``bnpzoo.mixture``'s ``split_moves``);
-they open clusters where the model asks for them, so where the model is wrong for the data they
-can cost NMI (the fixed scale on iris: 3 clusters to 9, NMI 0.67 to 0.48).
+Split moves, or births (``split_moves=True``, the last phase only). The steps above move one sample
+at a time and only ever empty clusters: a cost or a gain that belongs to a whole cluster (its
+stick's prior, the Occam term) never decides anything, and no cluster is ever opened. Once the
+assignments stand still, every cluster of at least 4 members is divided in two by 2-means (in units
+of its own spread) and scored on the memoized bound (``_births``: the halves' statistics come from
+the cluster's own rows, so no pass over the data); the splits that raise the bound are kept, the
+second halves appended as new clusters, up to the truncation, and the phase ends when no split is
+kept. The number of clusters can double in one round, so a fit started with 2 clusters reaches 50
+well-separated ones in about 6 rounds. A split must pay for the weights it divides (about N_k ln 2
+with hard assignments): a cluster that covers many true ones in a spread-out glob (the spherical
+family) can stay unsplit. With soft assignments a split divides the responsibilities of the rows
+the cluster is most responsible for between its halves (the entropies cancel), and the next pass's
+bound, which sums the assignments out, is at least the memoized one. The estimators turn births on
+for vmm (``bnpzoo.mixture``'s ``split_moves``); they open clusters where the model asks for them,
+so where the model is wrong for the data they can cost NMI (the fixed scale on iris: 3 clusters to
+9, NMI 0.67 to 0.48).
 """
 
 import time
@@ -467,9 +467,9 @@ def _merge(assignments, cluster_terms, stick_terms, evaluate, value, tries: int 
     objective). Returns the merged assignments, or None when nothing raises the memoized objective
     of the current state (at least ``value``, the last iteration's: the assignments and then q
     were maximised since; compared only with itself, as a family's data term may leave out the
-    rows' own terms, the same for every assignment) nor, with a pass, ``value``. The next iteration's objective is at
-    least the memoized one in this order (it maximises over q, the sticks and the responsibilities),
-    so the trace stays monotone."""
+    rows' own terms, the same for every assignment) nor, with a pass, ``value``. The next
+    iteration's objective is at least the memoized one in this order (it maximises over q, the
+    sticks and the responsibilities), so the trace stays monotone."""
     pairs = assignments.pairs
     if pairs is None or not len(pairs):
         return None
