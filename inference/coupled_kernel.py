@@ -81,17 +81,14 @@ def log_joint(problem: gibbs.Problem, state: gibbs.GibbsState) -> torch.Tensor:
 
 
 def sampler_cached() -> bool:
-    """Whether numba's cache holds every compiled loop of the sampler for this source (False: the
-    next fit compiles them, about 10 s once; ``prepare``). Reads numba's cache index, which is
-    not public API: where it cannot be read, True (nothing is announced)."""
-    from numba.core.registry import CPUDispatcher
-
-    from bnpzoo.inference import coupled_cells, coupled_numba
+    """Whether numba's cache holds the sampler's shared steps (``coupled_numba.move_atoms``, which
+    every chain runs; False: the next fit compiles the sampler, about 10 s once; a kind of fit not
+    run before compiles its own few loops, about a second, unannounced). Reads numba's cache
+    index, which is not public API: where it cannot be read, True (nothing is announced)."""
+    from bnpzoo.inference.coupled_numba import move_atoms
 
     try:
-        return all(bool(function._cache._cache_file._load_index())
-                   for module in (coupled_numba, coupled_cells) for name, function in vars(module).items()
-                   if isinstance(function, CPUDispatcher) and not name.startswith("_"))
+        return bool(move_atoms._cache._cache_file._load_index())
     except (AttributeError, OSError):
         return True
 

@@ -170,6 +170,24 @@ def test_preparing_the_sampler_leaves_the_fit_s_draws_as_they_were():
     assert torch.equal(first.samples_["log_joint"], second.samples_["log_joint"])
 
 
+def test_the_compile_notice_reads_numba_s_cache(tmp_path):
+    """Once a fit has run the sampler is cached (every chain runs ``move_atoms``, whichever loops
+    its data need besides); with an empty cache folder it is not, and verbose says it compiles."""
+    import os
+    import subprocess
+    import sys
+
+    from bnpzoo.inference.coupled_kernel import sampler_cached
+
+    docs, groups = _corpus(docs_per_group=2)
+    CoupledDP(truncation=4, max_iter=2, warmup=0, random_state=0).fit(docs, groups)
+    assert sampler_cached()
+    check = "from bnpzoo.inference.coupled_kernel import sampler_cached; print(sampler_cached())"
+    fresh = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, check=True,
+                           env=dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path)))
+    assert fresh.stdout.strip() == "False"
+
+
 def _write_corpus(folder):
     """train.txt (6 groups of 5 documents), groups.txt and a held-out test.txt, for the CLI."""
     docs, groups = _corpus(docs_per_group=5)
