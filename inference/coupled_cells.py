@@ -249,8 +249,10 @@ def _atom_inputs(step, alpha, weight, coeffs, q, atoms_per_source, collapsed):  
     for k in range(k_count):
         for t in range(t_count + 1):
             uniforms[k, t] = np.random.random()
-    given = coeffs.copy()
-    for t in range(t_count if collapsed else 0):
+    if not collapsed:
+        return prior, uniforms, coeffs  # (move_atoms only reads them)
+    given = np.empty(q.shape)
+    for t in range(t_count):
         for j in range(s_count):
             given[t, j] = alpha[j] * q[t, j]
     return prior, uniforms, given

@@ -39,11 +39,10 @@ from bnpzoo.inference.chain_checkpoint import ChainCheckpoint
 from bnpzoo.models.coupled_dp import model as coupled_model
 
 
-def _latent_trace(problem: gibbs.Problem, values: dict | None = None):
+def _latent_trace(problem: gibbs.Problem, values: dict):
     """A trace of the program's latent sites (conditioned on ``values``), with the data plate cut
     to one observation: the sampler's start. The sampler integrates the topics out, so they are
     not drawn (a K x V Dirichlet draw cost more than 10 sweeps on lee_background)."""
-    values = dict(values or {})
     if problem.family == "categorical":
         _, _, k = problem.sizes
         values["phi"] = torch.full((k, problem.vocab_size), 1 / problem.vocab_size, dtype=problem.q.dtype)
@@ -135,7 +134,6 @@ class CoupledGibbsKernel(MCMCKernel):
         if self.problem.documents is not None and self.problem.doc_concentration is None:
             values["doc_concentration"] = torch.tensor(median(*self.problem.doc_concentration_prior),
                                                        dtype=self.problem.q.dtype)
-        values = values or None
         state = gibbs.state_from_trace(_latent_trace(self.problem, values), self.problem)
         state = gibbs.update_labels(self.problem, gibbs.prior_labels(self.problem, state))
         for _ in range(self.init_sweeps):
@@ -178,10 +176,12 @@ class CoupledGibbsKernel(MCMCKernel):
         else:
             self.state = gibbs.sweep(self.problem, self.state, self.thin)
             # MCMC drops what warm-up steps return: the summaries (about a fifth of a sweep's time on
-            # lee_background) are computed for kept samples only
-            if self._t >= self._warmup_steps:
+            # lee_background) and the topics' average are for kept samples only
+            if self._t < self._warmup_steps:
+                summary = params
+            else:
                 self.state = gibbs.average_topics(self.problem, self.state)
-            summary = params if self._t < self._warmup_steps else self.summary(self.state)
+                summary = self.summary(self.state)
             if self.checkpoint is not None:  # MCMC keeps the run's samples; a checkpoint needs its own
                 self._summaries.append(summary)
         self._t += 1

@@ -292,7 +292,8 @@ def _births(x, assignments, cluster_terms, stick_terms, family, prior, ceiling: 
     form): a cluster's two halves (``birth_candidates``; ``responsibilities`` with soft assignments)
     change the objective at fixed assignments only through their own ``cluster_terms`` (the
     entropies of the responsibilities, which a split only divides, cancel) and ``stick_terms``, so
-    a candidate costs a pass over its own rows and O(K), never a pass over the data. Candidates in
+    a candidate costs a 2-means over its own rows and O(K), never a pass over the data (with soft
+    assignments, also its rows' responsibilities: over every cluster, one pass's scoring). Candidates in
     order of their own gain, each kept when it raises the objective further, the second half
     appended as a new cluster, while there are fewer than ``ceiling``. Returns the new
     assignments, or None when no split raises the objective. The next iteration's objective is
@@ -438,12 +439,8 @@ def _phase(x, assignments, fit, bar, *, family, prior, sticks_prior, n_clusters,
         assignments = new
         converged = settled_assignments
         if splits and converged:  # births once the assignments stand still: converged when none is kept
-            q, point, sticks = estimates  # under which the pass measured ``assignments``
-            log_weights = stick_breaking_log_weights(sticks)
-            responsibilities = None if hard else (
-                lambda rows: torch.softmax(family.expected_log_density(rows, q, prior, point, log_weights), 1))
             born = _births(x, assignments, cluster_terms, stick_terms, family, prior, n_clusters, seed=it,
-                           responsibilities=responsibilities)
+                           responsibilities=None if hard else _responsibilities(family, prior, *estimates))
             if born is not None:
                 assignments, converged = born, False
         if merges:  # memoized merges at every iteration (no pass); those that need one once settled
@@ -453,6 +450,12 @@ def _phase(x, assignments, fit, bar, *, family, prior, sticks_prior, n_clusters,
                 assignments, converged = merged, False
         if converged:
             return assignments, True
+
+
+def _responsibilities(family, prior, q, point, sticks):
+    """rows -> their responsibilities (M, K) under the factors and sticks a pass used."""
+    log_weights = stick_breaking_log_weights(sticks)
+    return lambda rows: torch.softmax(family.expected_log_density(rows, q, prior, point, log_weights), 1)
 
 
 def _merge(assignments, cluster_terms, stick_terms, evaluate, value, tries: int = 3):
