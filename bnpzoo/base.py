@@ -28,7 +28,12 @@ PREDICT_ROWS = 16384  # rows per block in predict_proba: the block's table stays
 
 def _to_cpu(value):
     """A fitted value as ``torch.load(weights_only=True)`` reads it: tensors on the CPU, numpy
-    arrays as tagged tensors (``_from_saved`` turns them back)."""
+    arrays as tagged tensors (``_from_saved`` turns them back), through dicts, lists and tuples
+    (a learner's state: a fit on a GPU saves a file that loads anywhere)."""
+    if isinstance(value, dict):
+        return {k: _to_cpu(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_to_cpu(v) for v in value)
     if isinstance(value, np.ndarray):
         return {"ndarray": torch.from_numpy(np.ascontiguousarray(value))}
     return value.detach().cpu() if isinstance(value, torch.Tensor) else value
@@ -36,7 +41,9 @@ def _to_cpu(value):
 
 def _from_saved(value):
     if isinstance(value, dict) and set(value) == {"ndarray"}:
-        return value["ndarray"].numpy()
+        return value["ndarray"].cpu().numpy()  # a load mapped elsewhere
+    if isinstance(value, dict):
+        return {k: _from_saved(v) for k, v in value.items()}
     return value
 
 
@@ -49,9 +56,9 @@ def get_rng_state() -> dict:
 
 def set_rng_state(state: dict) -> None:
     kind, keys, position, has_gauss, cached = state["numpy"]
-    torch.set_rng_state(state["torch"])
+    torch.set_rng_state(state["torch"].cpu())  # CPU generators' states, wherever a load mapped them
     random.setstate(state["random"])
-    np.random.set_state((kind, keys.numpy().astype(np.uint32), position, has_gauss, cached))
+    np.random.set_state((kind, keys.cpu().numpy().astype(np.uint32), position, has_gauss, cached))
 
 
 class Estimator:
@@ -133,6 +140,10 @@ class Estimator:
             raise ValueError(f"device must name a torch device such as 'cpu' or 'cuda', got {self.device!r}") from None
         if device.type == "cuda" and not torch.cuda.is_available():
             raise ValueError(f"device {self.device!r} was asked for but CUDA is not available here")
+        count = torch.cuda.device_count() if device.type == "cuda" else 0
+        if device.type == "cuda" and (device.index or 0) >= count:
+            raise ValueError(f"device {self.device!r} was asked for but this machine has {count} CUDA "
+                             f"device(s), cuda:0 to cuda:{count - 1}")
         return device
 
     # -- persistence -----------------------------------------------------------------------
@@ -145,10 +156,10 @@ class Estimator:
         state = {}
         for name in self._fitted_attributes:
             value = getattr(self, name)
-            state[name] = ({k: _to_cpu(v) for k, v in value.items()} if isinstance(value, dict) else _to_cpu(value))
+            state[name] = _to_cpu(value)
         params = {k: v for k, v in self.get_params().items() if k not in self._unsaved_params}
         torch.save({"format": FORMAT_VERSION, "class": type(self).__name__, "params": params, "state": state,
-                    "resume": self._resume_state()}, path)
+                    "resume": _to_cpu(self._resume_state())}, path)
 
     def _resume_state(self):
         """What ``partial_fit`` needs to continue after ``load`` (tensors, numbers, strings), or None."""

@@ -360,7 +360,7 @@ class CoupledDP(Estimator):
             raise ValueError("perplexity applies to word data; this model was fitted on real vectors")
         docs = docs.docs if isinstance(docs, Corpus) else docs
         docs = as_words(docs)  # as in fit; a document given as one string is refused by the metric
-        return completion_perplexity(self.topic_word_.numpy(), self.vocabulary_, docs)
+        return completion_perplexity(self.topic_word_.cpu().numpy(), self.vocabulary_, docs)
 
     def to_arviz(self):
         """The chains' summaries as ArviZ InferenceData (``arviz.from_pyro``), for R-hat and ESS."""
@@ -382,4 +382,4 @@ class CoupledDP(Estimator):
         if len(index) != x.shape[0] or None in index:
             raise ValueError(f"groups must hold one of the fitted groups {self.group_values_} for each row")
         density = gibbs.gaussian_log_density(x, {"mean": self.means_, "precision": self.precisions_})
-        return (self.group_weights_.log()[index] + density).argmax(1).numpy()
+        return (self.group_weights_.log()[index] + density).argmax(1).cpu().numpy()

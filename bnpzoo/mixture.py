@@ -204,9 +204,10 @@ class StickMixture(MixtureEstimator):
         if self.inference not in STOCHASTIC:
             raise ValueError(f"partial_fit needs a stochastic learner ({', '.join(STOCHASTIC)}), "
                              f"not inference={self.inference!r}")
-        fitted = getattr(self, "means_", None)  # a stream keeps the precision its first batch set
+        fitted = getattr(self, "means_", None)  # a stream keeps the precision and device its first batch set
         group = self._group()
-        x = check_array(X, dtype=self._dtype if fitted is None else fitted.dtype, device=self._device_for(X),
+        x = check_array(X, dtype=self._dtype if fitted is None else fitted.dtype,
+                        device=self._device_for(X) if fitted is None else fitted.device,
                         n_features=getattr(self, "n_features_in_", None), widen=fitted is None, group=group)
         start = time.perf_counter()
         if getattr(self, "_session", None) is None and hasattr(self, "n_iter_"):  # loaded or unpickled
@@ -268,7 +269,7 @@ class StickMixture(MixtureEstimator):
         them when that is N (the learners' floors: the minibatch, or ``KMEANS_SAMPLE`` for vmm); in
         a data-parallel fit, each rank's share of them."""
         size = -(-max(20 * self.truncation, floor) // data_parallel.size(self._group()))
-        return x if size >= x.shape[0] else take(x, torch.randperm(x.shape[0], device=x.device)[:size])
+        return x if size >= x.shape[0] else take(x, torch.randperm(x.shape[0])[:size].to(x.device))  # the CPU generator
 
     def _start(self, x, sample, label_all=False):
         """K-means on ``sample`` ([DPM-SGA] Algorithm 1, 3.iv) in the units of the component scale,

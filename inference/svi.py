@@ -86,15 +86,18 @@ def _loss_function(loss):
 
 
 def minibatch_indices(n: int, size: int | None, device) -> torch.Tensor:
-    """``size`` indices drawn uniformly with replacement, or all of them when size >= n."""
+    """``size`` indices drawn uniformly with replacement, or all of them when size >= n. Drawn by
+    torch's CPU generator on every device: the one whose state a saved stream keeps (a CUDA draw
+    resumed after ``load`` took other rows), and CPU and GPU fits see the same minibatches."""
     if size is None or size >= n:
         return torch.arange(n, device=device)
-    return torch.randint(0, n, (size,), device=device)
+    return torch.randint(0, n, (size,)).to(device)
 
 
 def evaluation_indices(n: int, size: int, device) -> torch.Tensor:
-    """The fixed evaluation minibatch: ``size`` distinct indices (all n when size >= n)."""
-    return torch.randperm(n, device=device)[:size]
+    """The fixed evaluation minibatch: ``size`` distinct indices (all n when size >= n), drawn on
+    the CPU as ``minibatch_indices``."""
+    return torch.randperm(n)[:size].to(device)
 
 
 def svi_step(model, guide, data, indices, *, loss_fn, optim, model_kwargs, fixed=None):
