@@ -6,18 +6,42 @@ import pytest
 import torch
 
 # BNPZOO_TEST_DEVICE=cuda fits every estimator left at device=None on that device, whatever the
-# test passes in (numpy data included): the suite's check on a GPU machine. CI has none.
-if os.environ.get("BNPZOO_TEST_DEVICE"):
+# test passes in (numpy data included), and ``load`` maps saved files there: the suite's check on a
+# GPU machine (``bash .ci/gpu``). CI has none. Tests marked ``cpu_state`` stay on the CPU: they
+# build the learners' internals from CPU tensors, or compare two code paths bit for bit, which
+# holds where the reductions run in one order.
+_TEST_DEVICE = {"device": os.environ.get("BNPZOO_TEST_DEVICE")}
+if _TEST_DEVICE["device"]:
     from bnpzoo.base import Estimator
 
-    _device_for = Estimator._device_for
+    _device_for, _load = Estimator._device_for, Estimator.load.__func__
 
     def _test_device_for(self, X):
-        if self.device is None and not isinstance(X, torch.Tensor):
-            return torch.device(os.environ["BNPZOO_TEST_DEVICE"])
+        if _TEST_DEVICE["device"] and self.device is None and not isinstance(X, torch.Tensor):
+            return torch.device(_TEST_DEVICE["device"])
         return _device_for(self, X)
 
-    Estimator._device_for = _test_device_for
+    def _test_load(cls, path, *, map_location=None, **code):
+        fits_there = "device" in cls._param_names()  # CoupledDP samples on the CPU
+        return _load(cls, path, map_location=map_location or (_TEST_DEVICE["device"] if fits_there else None), **code)
+
+    Estimator._device_for, Estimator.load = _test_device_for, classmethod(_test_load)
+
+
+@pytest.fixture(autouse=True)
+def _test_device(request):
+    device = os.environ.get("BNPZOO_TEST_DEVICE")
+    _TEST_DEVICE["device"] = None if request.node.get_closest_marker("cpu_state") else device
+    yield
+
+
+@pytest.fixture
+def chains_in_this_process(monkeypatch):
+    """Pyro's MCMC runs its chains here, as on a 2-core machine, not in spawned workers (where cores
+    are free), so that the test sees the kernel's state and its own patches."""
+    import pyro.infer.mcmc.api
+
+    monkeypatch.setattr(pyro.infer.mcmc.api.mp, "cpu_count", lambda: 1)
 
 
 @pytest.fixture(autouse=True)

@@ -354,7 +354,7 @@ def test_geweke_joint_distribution_test_passes(family, cells, documents):
 
 
 @pytest.mark.filterwarnings("ignore:num_chains=2 is more than available_cpu")
-def test_the_kernel_runs_under_pyro_mcmc_and_exports_to_arviz():
+def test_the_kernel_runs_under_pyro_mcmc_and_exports_to_arviz(chains_in_this_process):
     from pyro.infer import MCMC
 
     from bnpzoo.diagnostics import arviz

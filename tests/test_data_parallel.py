@@ -64,6 +64,7 @@ def launch(data, tables, tmp_path) -> list:
     return [torch.load(out) for out in outs]
 
 
+@pytest.mark.cpu_state  # the ranks run on the CPU, as the one-process fit they are compared with
 def test_two_processes_fit_as_one_on_the_union_of_their_minibatches(tmp_path):
     x = blobs()
     np.save(tmp_path / "x.npy", x)
@@ -107,6 +108,7 @@ def one_rank(monkeypatch):
     data_parallel.close_own_group()
 
 
+@pytest.mark.cpu_state  # bit for bit across two code paths
 def test_one_rank_fits_as_one_process(one_rank):
     x = blobs()[:1500]  # fewer rows than vi's start sample in a data-parallel fit: both start on all
     estimators = [lambda **kw: bnpzoo.DPGMM(inference="sga-fisher", **kw),

@@ -1,5 +1,6 @@
 """ArviZ is reached through one module, and reaching it warns about nothing on a fresh machine."""
 
+import os
 import re
 import subprocess
 import sys
@@ -19,7 +20,8 @@ def test_only_the_diagnostics_module_imports_arviz():
 def test_arviz_imports_silently_with_an_empty_cache_directory(tmp_path):
     # ArviZ 0.23 announces its 1.x refactor once a day, keyed on a stamp in the user's cache:
     # every fresh machine and CI container sees it, and -W error makes it fatal.
-    env = {"XDG_CACHE_HOME": str(tmp_path), "HOME": str(tmp_path), "PATH": ""}
+    env = {"XDG_CACHE_HOME": str(tmp_path), "HOME": str(tmp_path), "PATH": "",
+           **{name: os.environ[name] for name in ("PYTHONPATH", "PYTHONSAFEPATH") if name in os.environ}}
     code = "from bnpzoo.diagnostics import arviz; arviz().rhat"
     run = subprocess.run([sys.executable, "-W", "error", "-c", code], env=env, capture_output=True, text=True)
     assert run.returncode == 0, run.stderr

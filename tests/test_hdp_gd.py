@@ -89,6 +89,7 @@ def test_the_taylor_term_is_a_lower_bound_of_the_expected_log_normaliser(shape, 
     assert approx <= values.mean() + 3 * values.std() / 200000**0.5
 
 
+@pytest.mark.cpu_state  # the observations are built here, on the CPU
 def test_the_closed_form_bound_is_pyros_elbo_of_the_model_and_guide_up_to_the_taylor_term():
     """The hand-derived bound (module docstring of inference.hdp_gd) at a fitted q against a
     Monte-Carlo Trace_ELBO of the Pyro program and guide at the same q. They may differ only by
@@ -167,7 +168,7 @@ def test_predictions_of_the_fit_agree_with_its_labels_and_the_global_mixture_is_
 
 # -- merge moves ------------------------------------------------------------------------------------
 def _converged_state(est, ds):
-    obs = est._observations(ds.X, ds.groups, torch.device("cpu"))[0]
+    obs = est._observations(ds.X, ds.groups, est.posterior_["theta"].device)[0]
     g = Globals(**est.posterior_)
     return obs, g, saliency_mean(g).expand_as(obs.x).clone()
 
@@ -176,7 +177,7 @@ def test_a_merge_moves_q_w_and_adds_the_gamma_factors_data_parts(drawn, batch_fi
     g, prior = Globals(**batch_fit.posterior_), batch_fit._prior()
     out = merged(g, prior, keep=0, drop=3)
     assert torch.allclose(out.theta.sum(-1), g.theta.sum(-1)) and (out.theta[..., 3] == 0).all()
-    base = torch.tensor([prior.shape, prior.rate])
+    base = torch.tensor([prior.shape, prior.rate], device=g.alpha.device)
     for name in ("alpha", "beta"):
         before, after = getattr(g, name), getattr(out, name)
         assert torch.allclose(after[0] - base, (before[0] - base) + (before[3] - base))

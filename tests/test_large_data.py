@@ -20,6 +20,7 @@ def mapped_blobs(tmp_path_factory):
     return data.X, np.load(path, mmap_mode="r")
 
 
+@pytest.mark.cpu_state  # bit for bit across two code paths
 @pytest.mark.parametrize("inference", ["vmm", "natgrad-svi", "sga", "svmm"])
 def test_a_memory_mapped_file_fits_exactly_as_the_array_in_memory(mapped_blobs, inference):
     array, mapped = mapped_blobs

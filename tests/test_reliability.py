@@ -3,6 +3,7 @@
 estimators are refused in one line."""
 
 import json
+import os
 import pickle
 import subprocess
 import sys
@@ -37,7 +38,7 @@ def test_small_repeated_or_badly_scaled_data_fit_to_finite_outputs(data, inferen
     est = finite_fit(DPGMM(inference=inference, max_iter=60, dtype=dtype, random_state=0), data)
     assert 1 <= est.n_clusters_ <= len(np.unique(data, axis=0))
     # the data-driven scale keeps at least 1% of the data's own (it once fell to 1e-19, or 1e-6 on repeated rows)
-    assert (est.scale_.double().numpy() >= 0.009 * np.asarray(data, dtype=np.float64).std(0).min()).all()
+    assert (est.scale_.double().cpu().numpy() >= 0.009 * np.asarray(data, dtype=np.float64).std(0).min()).all()
 
 
 def test_a_truncation_far_above_the_rows_still_fits():
@@ -135,6 +136,17 @@ def _stream(est, batches, cut=None):
     return est
 
 
+def _same(a, b) -> bool:
+    """Bit for bit on the CPU. On CUDA the gradient learners' backward passes (and HDP-GD's
+    scatter sums) add with atomics in no fixed order, so two runs of one stream agree to float32
+    rounding only, resumed or not."""
+    if isinstance(a, torch.Tensor) and a.is_cuda:
+        return torch.allclose(a, b, rtol=1e-4, atol=1e-5 * float(b.abs().max()))
+    if isinstance(a, list) and os.environ.get("BNPZOO_TEST_DEVICE"):
+        return np.allclose(a, b, rtol=1e-4)
+    return torch.equal(a, b) if isinstance(a, torch.Tensor) else a == b
+
+
 def _saved_and_loaded(tmp_path):
     def cut(est):
         est.save(tmp_path / "stream.pt")
@@ -150,8 +162,8 @@ def test_a_stream_resumed_after_save_and_load_or_a_pickle_equals_the_uninterrupt
     whole = _stream(make(), batches)
     for cut in (_saved_and_loaded(tmp_path), lambda est: pickle.loads(pickle.dumps(est))):
         resumed = _stream(make(), batches, cut)
-        assert torch.equal(resumed.means_, whole.means_) and torch.equal(resumed.weights_, whole.weights_)
-        assert resumed.elbo_trace_ == whole.elbo_trace_ and resumed.n_iter_ == whole.n_iter_
+        assert _same(resumed.means_, whole.means_) and _same(resumed.weights_, whole.weights_)
+        assert _same(resumed.elbo_trace_, whole.elbo_trace_) and resumed.n_iter_ == whole.n_iter_
 
 
 def test_an_online_hdp_gd_stream_resumed_after_save_and_load_or_a_pickle_equals_the_uninterrupted_one(tmp_path):
@@ -173,8 +185,8 @@ def test_an_online_hdp_gd_stream_resumed_after_save_and_load_or_a_pickle_equals_
     for cut in (_saved_and_loaded(tmp_path), lambda est: pickle.loads(pickle.dumps(est))):
         resumed = stream(cut)
         for name, value in whole.posterior_.items():
-            assert torch.equal(resumed.posterior_[name], value), name
-        assert resumed.elbo_trace_ == whole.elbo_trace_
+            assert _same(resumed.posterior_[name], value), name
+        assert _same(resumed.elbo_trace_, whole.elbo_trace_)
 
 
 DOCS = [[f"w{RNG.integers(5) + 5 * (d % 2)}" for _ in range(20)] for d in range(12)]
@@ -204,7 +216,7 @@ def _gibbs(data, checkpoint=None, stop_at=None, **options):
 
 @pytest.mark.filterwarnings("ignore::bnpzoo.ConvergenceWarning")  # 8 samples a chain
 @pytest.mark.parametrize("case", CHAINS)
-def test_a_gibbs_run_resumed_from_its_checkpoint_equals_the_uninterrupted_run(case, tmp_path):
+def test_a_gibbs_run_resumed_from_its_checkpoint_equals_the_uninterrupted_run(case, tmp_path, chains_in_this_process):
     data, options = CHAINS[case]
     whole = _gibbs(data, **options)
     # sweep calls: 1 to prepare the sampler (``coupled_kernel.prepare``), 1 at each chain's start,

@@ -146,6 +146,7 @@ def test_fisher_needs_hard_assignments(model_draw):
         DPGMM(inference="sga-fisher", assignment="soft").fit(model_draw[0])
 
 
+@pytest.mark.cpu_state  # a DataLoader's CPU tensors against numpy batches
 def test_partial_fit_takes_a_stream_of_batches_as_one_call_per_batch():
     x = np.random.default_rng(0).normal(size=(600, 3)).astype(np.float32)
     x[:300] += 6
