@@ -45,11 +45,22 @@ made; once the assignments settle, the best three candidates are also checked wi
 Every accepted merge raises the objective, so the trace stays monotone. Without them, a learned
 spread leaves one Gaussian cloud in 3 to 50 pieces (``benchmarks/reports/families.md``).
 
+Memoized passes (``batch_size`` below N; Hughes and Sudderth, NeurIPS 2013). The pass visits
+consecutive batches of rows, keeps each batch's statistics from its last visit, and after each
+batch replaces that batch's old statistics in the totals by its new ones and re-estimates q and the
+sticks (``memoized_expectation``). Each local step maximises the objective over one batch's
+assignments and each global step over q and the sticks given all of them, so the objective still
+never decreases, and the fixed points are batch VMM's; q moves B times a pass instead of once. The
+objective is then the memoized bound, from the statistics alone (the family's ``rows_term`` adds
+what its ``expected_data_term`` leaves out), the same number as a pass's. A move that changes the
+clusters drops the record; the next pass makes it again with one q throughout.
+
 Split moves, or births (``split_moves=True``, the last phase only). The steps above move one sample
 at a time and only ever empty clusters: a cost or a gain that belongs to a whole cluster (its
 stick's prior, the Occam term) never decides anything, and no cluster is ever opened. Once the
 assignments stand still, every cluster of at least 4 members is divided in two by 2-means (in units
-of its own spread) and scored on the memoized bound (``_births``: the halves' statistics come from
+of its own spread; the spherical family also into 4 and 8 pieces where halves do not pay) and
+scored on the memoized bound (``_births``: the halves' statistics come from
 the cluster's own rows, so no pass over the data); the splits that raise the bound are kept, the
 second halves appended as new clusters, up to the truncation, and the phase ends when no split is
 kept. The number of clusters can double in one round, so a fit started with 2 clusters reaches 50
@@ -69,7 +80,7 @@ from dataclasses import dataclass, field
 import torch
 from tqdm.auto import tqdm
 
-from bnpzoo.inference.kmeans import kmeans
+from bnpzoo.inference.kmeans import kmeans, nearest_centres
 from bnpzoo.inference.mean_factors import means_kl
 from bnpzoo.inference.sticks import reorder_and_prune, stick_log_prior, update_sticks
 from bnpzoo.mapped import passes
@@ -132,6 +143,9 @@ class Assignments:
     entropy: torch.Tensor | None = None
     pairs: torch.Tensor | None = None
     pair_entropy: torch.Tensor | None = None
+    # the memoized learner's record: each batch's own Assignments from the pass that made these
+    # (``memoized_expectation``); None where a move changed the clusters since
+    batches: list | None = None
 
     @property
     def counts(self) -> torch.Tensor:
@@ -158,8 +172,9 @@ class Assignments:
             pairs = position[pairs]
             both = (pairs >= 0).all(1)
             pairs, pair_entropy = pairs[both], pair_entropy[both]
+        batches = None if self.batches is None else [batch.select(keep) for batch in self.batches]
         return Assignments({name: value[keep] for name, value in self.stats.items()}, labels, overlap, entropy,
-                           pairs, pair_entropy)
+                           pairs, pair_entropy, batches)
 
     def merge(self, chosen: list[int]) -> "Assignments":
         """The candidate pairs ``chosen`` (indices into ``pairs``, no cluster in two of them) each
@@ -205,19 +220,21 @@ def expectation(x, family, q, point, prior, sticks, hard: bool, labels=None,
     value = x.new_zeros((), dtype=torch.float64)
     stats = None
     merges = pairs is not None
+    entropy = x.new_zeros(k, dtype=torch.float64)
     if merges:
         products = x.new_zeros(k, k, dtype=torch.float64)
-        entropy, pair_entropy = x.new_zeros(k, dtype=torch.float64), x.new_zeros(len(pairs), dtype=torch.float64)
+        pair_entropy = x.new_zeros(len(pairs), dtype=torch.float64)
     new_labels = torch.empty(x.shape[0], dtype=torch.long, device=x.device)
     log_weights = stick_breaking_log_weights(sticks.to(x.dtype))
     for rows in passes(x, k):
         block = x[rows]
         scores = family.expected_log_density(block, q, prior, point, log_weights)
         resp = torch.softmax(scores, 1) if merges or not hard else None
+        if not hard:  # a hard assignment's entropy is 0, alone or merged
+            entropy -= torch.xlogy(resp, resp).sum(0).double()
         if merges:
             products += (resp.T @ resp).double()
-            if not hard:  # a hard assignment's entropy is 0, alone or merged
-                entropy -= torch.xlogy(resp, resp).sum(0).double()
+            if not hard:
                 summed = resp[:, pairs[:, 0]] + resp[:, pairs[:, 1]]
                 pair_entropy -= torch.xlogy(summed, summed).sum(0).double()
         new_labels[rows] = scores.argmax(1)
@@ -231,7 +248,36 @@ def expectation(x, family, q, point, prior, sticks, hard: bool, labels=None,
         stats = part if stats is None else family.add(stats, part)
     if merges:
         return value, Assignments(stats, new_labels, products, entropy, pairs, pair_entropy)
-    return value, Assignments(stats, new_labels)
+    return value, Assignments(stats, new_labels, entropy=entropy)
+
+
+def memoized_expectation(x, batches: list, family, prior, assignments, estimate, hard: bool,
+                         pairs: torch.Tensor | None = None) -> Assignments:
+    """``expectation`` over each batch of rows in turn (``batches``, slices of x), with the global
+    step between batches: the memoized learner (Hughes and Sudderth, "Memoized online variational
+    inference for Dirichlet process mixture models", NeurIPS 2013). Each batch's statistics from
+    the pass before (``assignments.batches``) are held in the totals; after a batch's local step
+    (step 1 on its rows) its old statistics are replaced by its new ones and q and the sticks are
+    re-estimated from the totals (``estimate``: statistics -> (q, point, sticks)), so the factors
+    move once a batch, not once a pass, and every step still maximises the whole data's objective
+    in one block (the local step over the batch's assignments, the global one over q and the sticks
+    given all of them): the objective never decreases. Without a record (the start, or a move that
+    changed the clusters since) the pass keeps one q throughout, as batch vmm, and makes the record.
+    Returns the pass's assignments with their batches'."""
+    record, totals = assignments.batches, assignments.stats
+    q, point, sticks = estimate(totals)
+    parts = []
+    for b, rows in enumerate(batches):
+        labels = None if assignments.labels is None else assignments.labels[rows]
+        part = expectation(x[rows], family, q, point, prior, sticks, hard, labels, pairs)[1]
+        parts.append(part)
+        if record is not None and b < len(batches) - 1:
+            totals = {name: value - record[b].stats[name] + part.stats[name] for name, value in totals.items()}
+            q, point, sticks = estimate(totals)
+    total = lambda name: None if getattr(parts[0], name) is None else sum(getattr(part, name) for part in parts)
+    stats = {name: sum(part.stats[name] for part in parts) for name in parts[0].stats}  # exact: no running sum
+    return Assignments(stats, torch.cat([part.labels for part in parts]), total("overlap"), total("entropy"),
+                       pairs, total("pair_entropy"), parts)
 
 
 def assignment_scores(x, means, sticks, std, penalty=0.0):
@@ -256,80 +302,115 @@ def prior_terms(means, sticks, variances, *, std, alpha, discount=0.0, prior_mea
     return stick_log_prior(sticks, alpha, discount, n_sticks=n_clusters - 1) - kl
 
 
-def birth_candidates(x, assignments, family, prior, seed: int, responsibilities=None) -> list:
-    """Each cluster of at least 4 members divided in two by 2-means in units of its own spread per
-    feature (``family.split_units``): (cluster, the rows of its second half, the two halves'
-    statistics), from the cluster's own rows alone. With soft assignments the members are the rows
-    the cluster is most responsible for, ``responsibilities(rows)`` (M, K) gives their
-    responsibilities, the second half takes its rows' share of the cluster, and the first half the
-    rest of the cluster's statistics (rows elsewhere included): the responsibilities themselves do
-    not change, only which of the two halves holds them."""
+BIRTH_SAMPLE = 2000  # a larger cluster's pieces: k-means on this many of its rows, then every row to the nearest
+
+
+def birth_candidates(x, assignments, family, prior, seed: int, responsibilities=None):
+    """For each cluster of at least 4 members, a generator of its divisions by k-means (on at most
+    ``BIRTH_SAMPLE`` of its rows, every row then to the nearest centre), in units of its own spread
+    per feature (``family.split_units``), into each number of ``family.birth_pieces`` in turn that it
+    has 2 members a piece for: (cluster, the rows of each piece but the first, the pieces' statistics), from the
+    cluster's own rows alone (a generator: a caller stops when more pieces stop paying). With soft
+    assignments the members are the rows the cluster is most responsible for,
+    ``responsibilities(rows)`` (M, K) gives their responsibilities, every piece but the first takes
+    its rows' share of the cluster, and the first the rest of the cluster's statistics (rows
+    elsewhere included): the responsibilities themselves do not change, only which piece holds them."""
     labels, k = assignments.labels, assignments.counts.numel()
     order = torch.argsort(labels)  # each cluster's members side by side (-1, in no cluster, first)
     bounds = torch.searchsorted(labels[order], torch.arange(k + 1, device=labels.device)).tolist()
-    candidates = []
+
+    def divisions(cluster, members):
+        rows = x[members]
+        units = rows / family.split_units(rows, prior)
+        sample = units
+        if len(units) > BIRTH_SAMPLE:
+            draw = torch.Generator().manual_seed(seed + cluster)
+            sample = units[torch.randperm(len(units), generator=draw)[:BIRTH_SAMPLE].to(units.device)]
+        for size in family.birth_pieces:
+            if members.numel() < 2 * size:
+                return
+            centres, piece = kmeans(sample, size, n_init=1, seed=seed + cluster)
+            piece = nearest_centres(units, centres) if sample is not units else piece
+            piece = torch.unique(piece, return_inverse=True)[1]  # pieces k-means left empty are dropped
+            size = int(piece.max()) + 1
+            if size < 2:
+                continue
+            if responsibilities is None:
+                stats = family.label_statistics(rows, piece, size, prior)
+            else:
+                share = responsibilities(rows)[:, cluster, None] * torch.nn.functional.one_hot(piece, size)[:, 1:]
+                rest = family.statistics(rows, share.to(rows.dtype), prior)
+                stats = {name: torch.cat([(value[cluster] - rest[name].sum(0))[None], rest[name]])
+                         for name, value in assignments.stats.items()}
+            yield cluster, [members[piece == j] for j in range(1, size)], stats
+
     for cluster in range(k):
         members = order[bounds[cluster]:bounds[cluster + 1]]
-        if members.numel() < 4:
-            continue
-        rows = x[members]
-        _, halves = kmeans(rows / family.split_units(rows, prior), 2, n_init=1, seed=seed + cluster)
-        if not halves.min() < halves.max():
-            continue
-        if responsibilities is None:
-            stats = family.label_statistics(rows, halves, 2, prior)
-        else:
-            second = family.statistics(rows, (responsibilities(rows)[:, cluster] * (halves == 1))[:, None], prior)
-            stats = {name: torch.stack([value[cluster] - second[name][0], second[name][0]])
-                     for name, value in assignments.stats.items()}
-        candidates.append((cluster, members[halves == 1], stats))
-    return candidates
+        if members.numel() >= 4:
+            yield divisions(cluster, members)
 
 
 def _births(x, assignments, cluster_terms, stick_terms, family, prior, ceiling: int, seed: int,
             responsibilities=None):
-    """Split moves scored on the memoized bound (Hughes and Sudderth's births in their simplest
-    form): a cluster's two halves (``birth_candidates``; ``responsibilities`` with soft assignments)
-    change the objective at fixed assignments only through their own ``cluster_terms`` (the
-    entropies of the responsibilities, which a split only divides, cancel) and ``stick_terms``, so
-    a candidate costs a 2-means over its own rows and O(K), never a pass over the data (with soft
-    assignments, also its rows' responsibilities: over every cluster, one pass's scoring). Candidates in
-    order of their own gain, each kept when it raises the objective further, the second half
-    appended as a new cluster, while there are fewer than ``ceiling``. Returns the new
-    assignments, or None when no split raises the objective. The next iteration's objective is
-    this memoized one (it maximises q and the sticks for these assignments), so the trace stays
-    monotone."""
+    """Split moves scored on the memoized bound (Hughes and Sudderth's births in a simple form): a
+    cluster divided into pieces (``birth_candidates``: halves, and for the spherical family quarters
+    and eighths; ``responsibilities`` with soft assignments) changes the objective at fixed
+    assignments only through the pieces' own ``cluster_terms`` (the entropies of the
+    responsibilities, which a division only shares out, cancel) and ``stick_terms``, so a candidate
+    costs a k-means over its own rows and O(K), never a pass over the data (with soft assignments,
+    also its rows' responsibilities: over every cluster, one pass's scoring). For each cluster the
+    smallest division that raises the objective (halves where they do), then the clusters in order
+    of that gain, each kept when it raises the objective further, the pieces but the first appended
+    as new clusters, up to ``ceiling`` clusters. More than two pieces matter where a cluster with a
+    pooled variance covers many true ones in one glob (``NormalGammaFamily.birth_pieces``): halves
+    of it divide the weights (about N_k ln 2 with hard assignments) for little gain in fit, eighths
+    gain far more. Taking the smallest that pays, not the best, keeps a division from cutting a true
+    cluster where halves would do (offered 4 and 8 pieces, the fixed and full families ended at 52
+    to 55 clusters for 50). Returns the new assignments, or None when no division raises the
+    objective. The next iteration's objective is this memoized one (it maximises q and the sticks
+    for these assignments), so the trace stays monotone."""
     counts = assignments.counts
     k = counts.numel()
     terms = cluster_terms(assignments.stats, torch.zeros_like(counts))
-    candidates = []
-    for cluster, moved, halves in birth_candidates(x, assignments, family, prior, seed, responsibilities):
-        gain = cluster_terms(halves, torch.zeros_like(halves["count"])).sum() - terms[cluster]
-        candidates.append((float(gain), cluster, moved, halves))
 
     def objective(chosen):
-        split = counts.clone()
-        split[[c[1] for c in chosen]] = torch.stack([c[3]["count"][0] for c in chosen]) if chosen else split[:0]
-        born = torch.stack([c[3]["count"][1] for c in chosen]) if chosen else counts[:0]
-        return float(terms.sum() + sum(c[0] for c in chosen) + stick_terms(torch.cat([split, born])))
+        divided = counts.clone()
+        for cluster, _, pieces in chosen:
+            divided[cluster] = pieces["count"][0]
+        born = [pieces["count"][1:] for _, _, pieces in chosen]
+        gain = sum(float(cluster_terms(pieces, torch.zeros_like(pieces["count"])).sum() - terms[cluster])
+                   for cluster, _, pieces in chosen)
+        return float(terms.sum()) + gain + float(stick_terms(torch.cat([divided, *born])))
 
-    chosen, best = [], objective([])
-    for candidate in sorted(candidates, key=lambda c: c[0], reverse=True):
-        if k + len(chosen) >= ceiling:
-            break
+    chosen, best, added = [], objective([]), 0
+    smallest = []  # for each cluster, (the objective with its smallest division that raises it alone, the division)
+    for divisions in birth_candidates(x, assignments, family, prior, seed, responsibilities):
+        for candidate in divisions:  # in order of size, up to the first that pays
+            if k + len(candidate[1]) <= ceiling and (value := objective([candidate])) > best:
+                smallest.append((value, candidate))
+                break
+    for _, candidate in sorted(smallest, key=lambda c: c[0], reverse=True):
+        if k + added + len(candidate[1]) > ceiling:
+            continue
         trial = objective(chosen + [candidate])
         if trial > best:
-            chosen, best = chosen + [candidate], trial
+            chosen, best, added = chosen + [candidate], trial, added + len(candidate[1])
     if not chosen:
         return None
     stats = {name: value.clone() for name, value in assignments.stats.items()}
     labels = assignments.labels.clone()
-    for i, (_, cluster, moved, halves) in enumerate(chosen):
+    born = []
+    for cluster, moved, pieces in chosen:
         for name in stats:
-            stats[name][cluster] = halves[name][0]
-        labels[moved] = k + i
-    stats = {name: torch.cat([value, torch.stack([c[3][name][1] for c in chosen])]) for name, value in stats.items()}
-    return Assignments(stats, labels)
+            stats[name][cluster] = pieces[name][0]
+        for rows in moved:
+            labels[rows] = k + len(born)
+            born.append(len(born))
+    new = {name: torch.cat([pieces[name][1:] for _, _, pieces in chosen]) for name in stats}
+    stats = {name: torch.cat([value, new[name]]) for name, value in stats.items()}
+    # a division hands each row's responsibility to one piece whole: the entropies stay (in the first)
+    entropy = None if assignments.entropy is None else torch.cat([assignments.entropy, counts.new_zeros(len(born))])
+    return Assignments(stats, labels, entropy=entropy)
 
 
 def fit_vmm(
@@ -348,6 +429,7 @@ def fit_vmm(
     prune_threshold: float = 1e-3,
     split_moves: bool = False,
     merge_moves: bool = False,
+    batch_size: int | None = None,
     guard: bool = True,
     verbose: bool = False,
     clock_start: float | None = None,
@@ -365,6 +447,9 @@ def fit_vmm(
     assignments run on to the 50. ``guard=False`` reorganises unconditionally, as [PYPM-sVMM] V.D
     does (for comparison); ``split_moves`` proposes splits in the last phase
     (the module docstring). Every pass over the data runs in blocks of rows (``expectation``).
+    ``batch_size`` below N makes the learner memoized (``memoized_expectation``): the pass visits
+    batches of that many consecutive rows and re-estimates q after each, and the objective is the
+    memoized bound of the statistics (the same number, as the family's ``rows_term`` completes it).
     ``fit.seconds`` count from ``clock_start`` (a ``time.perf_counter()`` value; default: this call).
     """
     phases = [prior]
@@ -374,6 +459,10 @@ def fit_vmm(
     fit = StickMixtureFit(q={}, point={}, sticks=x.new_empty(0),
                           clock_start=time.perf_counter() if clock_start is None else clock_start)
     bar = tqdm(total=max_iter * len(phases), disable=not verbose, desc="vmm", unit="it")
+    batches = None
+    if batch_size is not None and batch_size < x.shape[0]:
+        batches = [slice(start, min(start + batch_size, x.shape[0])) for start in range(0, x.shape[0], batch_size)]
+    rows_term = family.rows_term(x, prior) if batches is not None else 0.0
     for phase, phase_prior in enumerate(phases):
         fit.phase_starts.append(len(fit.objective_trace))
         splits = split_moves and phase == len(phases) - 1
@@ -381,20 +470,29 @@ def fit_vmm(
                                             sticks_prior=dict(alpha=alpha, discount=discount),
                                             n_clusters=n_clusters, hard=hard, max_iter=max_iter, tol=tol,
                                             prune_threshold=prune_threshold, guard=guard, splits=splits,
-                                            merges=merge_moves)
+                                            merges=merge_moves, batches=batches, rows_term=rows_term)
     bar.close()
     return fit
 
 
 def _phase(x, assignments, fit, bar, *, family, prior, sticks_prior, n_clusters, hard, max_iter, tol,
-           prune_threshold, guard, splits, merges):
-    """Iterate steps 1-4 under one prior until convergence; returns (assignments, converged)."""
+           prune_threshold, guard, splits, merges, batches=None, rows_term=0.0):
+    """Iterate steps 1-4 under one prior until convergence; returns (assignments, converged).
+    With ``batches`` the pass is memoized (``memoized_expectation``) and the objective the memoized
+    bound plus ``rows_term``."""
+
+    def estimate(stats):  # steps 3-4: (q, its point, sticks)
+        q = family.natural(stats, prior)
+        return q, family.point(q, prior), update_sticks(stats["count"], **sticks_prior)
 
     def maximise(assignments):  # steps 3-4, then one pass: (q, its point, sticks), step 1's assignments, objective
-        q = family.natural(assignments.stats, prior)
-        point = family.point(q, prior)
-        sticks = update_sticks(assignments.counts, **sticks_prior)
+        q, point, sticks = estimate(assignments.stats)
         pairs = assignments.merge_candidates() if merges else None
+        if batches is not None:
+            entropy = assignments.entropy if assignments.entropy is not None else torch.zeros_like(assignments.counts)
+            value = rows_term + float(cluster_terms(assignments.stats, entropy).sum() + stick_terms(assignments.counts))
+            return (q, point, sticks.to(x.dtype)), memoized_expectation(x, batches, family, prior, assignments,
+                                                                        estimate, hard, pairs), value
         data_term, new = expectation(x, family, q, point, prior, sticks, hard, assignments.labels, pairs)
         value = data_term + stick_log_prior(sticks, **sticks_prior, n_sticks=n_clusters - 1) - family.kl(q, prior).sum()
         return (q, point, sticks.to(x.dtype)), new, value.item()

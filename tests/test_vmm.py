@@ -68,6 +68,25 @@ def test_the_objective_never_drops_for_a_learned_covariance(alpha, discount, har
                        merge_moves=True))
 
 
+@pytest.mark.parametrize("covariance, hard", [("fixed", True), ("fixed", False), ("full", False), ("diag", True)])
+def test_the_memoized_learner_climbs_the_same_objective_to_the_same_fit(covariance, hard):
+    """Batches of 97 rows with q re-estimated after each: the objective (the memoized bound, which
+    ``rows_term`` completes) never drops, and it converges to the batch learner's fit and objective
+    from the same start. The memoized objective of the start is the batch learner's first value."""
+    x = torch.as_tensor(_mixture_test_data(2, n=600, k=4, d=3))
+    init, labels = kmeans(x, 12, seed=0)
+    common = dict(family=gaussian_family(covariance), prior=_prior(x, 1.0), hard=hard, max_iter=300, tol=1e-10,
+                  merge_moves=covariance != "fixed", pruning_precision=None)
+    batch = fit_vmm(x, labels, 12, **common)
+    memo = fit_vmm(x, labels, 12, batch_size=97, **common)
+    _monotone(memo)
+    assert memo.converged and memo.means.shape == batch.means.shape
+    assert torch.allclose(memo.means, batch.means, atol=1e-4)
+    assert memo.objective_trace[-1] == pytest.approx(batch.objective_trace[-1], rel=1e-6)
+    if hard:  # the soft batch learner's first value sums z out: at least the start's
+        assert memo.objective_trace[0] == pytest.approx(batch.objective_trace[0], rel=1e-9)
+
+
 def test_without_the_guard_the_papers_reorganisation_lowers_the_objective():
     """[PYPM-sVMM] V.D's unconditional reordering (guard=False) loses objective at alpha = 20 (the
     stick prior is not exchangeable), so the monotonicity test above can fail."""
@@ -93,12 +112,14 @@ def test_split_moves_open_clusters_and_keep_the_objective_monotone():
     _monotone(split)
 
 
-@pytest.mark.parametrize("covariance, hard", [("fixed", True), ("full", True), ("diag", True), ("full", False)],
-                         ids=["fixed", "full", "diag", "full-soft"])
-def test_births_open_fifty_clusters_from_a_start_with_two(covariance, hard):
-    """50 well-separated clusters (10-D, 100 rows each), a K-means start with 2 and room for 100:
-    the memoized births double the clusters round by round to the 50, every accepted move raising
-    the bound."""
+@pytest.mark.parametrize("batch_size", [None, 1000], ids=["batch", "memoized"])
+@pytest.mark.parametrize("covariance, hard", [("fixed", True), ("full", True), ("diag", True), ("spherical", True),
+                                              ("full", False)], ids=["fixed", "full", "diag", "spherical", "full-soft"])
+def test_births_open_fifty_clusters_from_a_start_with_two(covariance, hard, batch_size):
+    """50 well-separated clusters (10-D, 100 rows each, in order), a K-means start with 2 and room
+    for 100, batch and memoized (5 batches of 10 clusters each): the births divide the clusters round
+    by round to the 50 (the spherical family's globs into 4 or 8 pieces, where halves do not pay),
+    every accepted move raising the bound."""
     rng = np.random.default_rng(0)
     centres = rng.normal(0.0, 5.0, size=(50, 10))
     z = np.repeat(np.arange(50), 100)
@@ -106,7 +127,7 @@ def test_births_open_fifty_clusters_from_a_start_with_two(covariance, hard):
     _, labels = kmeans(x, 2, seed=0)
     family = gaussian_family(covariance)
     fit = fit_vmm(x, labels, 100, family=family, prior=_prior(x, 1.0), split_moves=True, hard=hard,
-                  merge_moves=family.learns_spread, max_iter=200)
+                  merge_moves=family.learns_spread, max_iter=200, batch_size=batch_size)
     _, assigned = expectation(x, family, fit.q, fit.point, _prior(x, 1.0), fit.sticks, True,
                               torch.zeros(len(x), dtype=torch.long))
     assert abs(fit.means.shape[0] - 50) <= 2 and fit.converged

@@ -91,6 +91,13 @@ class ConjugateFamily:
         """The second moments of rows ``xc`` by cluster ``index`` (``count`` rows each)."""
         return {}
 
+    birth_pieces = (2,)  # the numbers of pieces a birth move proposes to divide a cluster into, in turn
+
+    def rows_term(self, x: torch.Tensor, prior: ComponentPrior) -> float:
+        """What ``expected_data_term`` leaves out, summed over the rows of x (the same for every
+        assignment of them): 0 where it leaves out nothing."""
+        return 0.0
+
     def split_units(self, rows: torch.Tensor, prior: ComponentPrior) -> torch.Tensor:
         """The per-feature units in which a cluster's ``rows`` are divided by a split move: their
         own spread."""

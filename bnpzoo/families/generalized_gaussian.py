@@ -20,6 +20,7 @@ import torch
 
 from bnpzoo.families.base import ComponentPrior, ConjugateFamily
 from bnpzoo.inference.mean_factors import means_kl
+from bnpzoo.mapped import passes
 from bnpzoo.ops import generalized_gaussian_log_density
 
 
@@ -99,6 +100,12 @@ class GeneralizedGaussianFamily(ConjugateFamily):
         count = stats["count"]
         return (((stats["sum"] * m - 0.5 * count[:, None] * m**2) / std**2).sum(1)
                 - count * m.shape[1] / (2 * q["precision"]))
+
+    def rows_term(self, x: torch.Tensor, prior: ComponentPrior) -> float:
+        """sum_n ln N(x_n | m0, diag(std^2)): the rows' own terms of ``expected_data_term``."""
+        std = prior.std.double()
+        squares = sum(float((((x[rows] - prior.mean).double() / std) ** 2).sum()) for rows in passes(x, x.shape[1]))
+        return -0.5 * squares - x.shape[0] * (0.5 * x.shape[1] * math.log(2 * math.pi) + float(std.log().sum()))
 
     def kl(self, q: dict, prior: ComponentPrior) -> torch.Tensor:
         std = prior.std.to(q["weighted"])
