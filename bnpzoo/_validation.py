@@ -208,6 +208,8 @@ def check_array(X, *, name="X", dtype=torch.float32, device=None, n_features=Non
                       "in float32)", UserWarning, stacklevel=3)
         dtype = torch.float64
     out = t.to(device=device, dtype=dtype)
+    if out.is_inference():  # made under torch.inference_mode(): a fit's autograd cannot use it as it is
+        out = out.clone()
     if out is not t:  # a copy in memory: the file's pages are no longer needed
         mapped.release(t)
     return out

@@ -18,6 +18,7 @@ import torch
 
 from bnpzoo._validation import SEED, AnyOf, Folder, Interval, OneOf, check_array
 from bnpzoo.base import Estimator
+from bnpzoo.caller_state import keeps_caller_state
 from bnpzoo.corpus import Corpus, as_words
 from bnpzoo.diagnostics import arviz
 from bnpzoo.models.coupled_configs import CONFIGS, inheritance_matrix
@@ -222,6 +223,7 @@ class CoupledDP(Estimator):
 
     # -- fitting ---------------------------------------------------------------------------
     @fit_threads
+    @keeps_caller_state
     def fit(self, X, groups=None):
         from pyro.infer import MCMC
 

@@ -24,6 +24,7 @@ from tqdm.auto import tqdm
 
 from bnpzoo._validation import SEED, Interval, OneOf, check_array
 from bnpzoo.base import Estimator, get_rng_state, set_rng_state
+from bnpzoo.caller_state import keeps_caller_state
 from bnpzoo.inference.conjugate import expected_log_weights
 from bnpzoo.inference.hdp_gd import (Globals, Observations, Prior, batch_iteration, converged, initial_globals,
                                      local_bound, local_step, merge_moves, online_step, saliency_mean, tables)
@@ -211,10 +212,11 @@ class HDPGD(Estimator):
 
     # -- fitting -------------------------------------------------------------------------------
     @fit_threads
+    @keeps_caller_state
     def fit(self, X, groups=None):
         """Fit on proportion vectors X (N x D) in ``groups`` (N integer labels); returns self."""
         self._validate_params()
-        for name in list(self._fitted_attributes) + ["_restore_rng"]:
+        for name in list(self._fitted_attributes) + ["_stream_rng"]:
             self.__dict__.pop(name, None)
         obs, order, _ = self._observations(X, groups, self._device_for(X), fitting=True)
         start = time.perf_counter()
@@ -304,6 +306,7 @@ class HDPGD(Estimator):
         return g, step
 
     @fit_threads
+    @keeps_caller_state
     def partial_fit(self, X, groups=None):
         """online-vi: one pass of minibatch steps over X, resuming the previous call's factors (the
         first call fits from scratch). Group labels must be those of the first call."""
@@ -317,9 +320,8 @@ class HDPGD(Estimator):
                 self.max_iter = max_iter
         self._validate_params()
         obs, order, _ = self._observations(X, groups, self.posterior_["theta"].device)
-        if getattr(self, "_restore_rng", False):  # loaded or unpickled: the stream's own draws
+        if getattr(self, "_stream_rng", None) is not None:  # the stream's own draws, whatever the caller drew
             set_rng_state(self._stream_rng)
-            self._restore_rng = False
         perm = torch.randperm(obs.x.shape[0]).to(obs.x.device)
         estimates = []
         g, self.n_iter_ = self._online_pass(obs, Globals(**self.posterior_), perm, self.n_iter_, estimates)
@@ -337,10 +339,7 @@ class HDPGD(Estimator):
         return {"rng": self._stream_rng}
 
     def _resume(self, state) -> None:
-        self._stream_rng, self._restore_rng = state["rng"], True
-
-    def __getstate__(self):
-        return dict(self.__dict__, _restore_rng=self._resume_state() is not None)
+        self._stream_rng = state["rng"]
 
     def _finish(self, g: Globals, obs: Observations, r: torch.Tensor, order: torch.Tensor, trace):
         """The fitted attributes from the global factors and the training rows' r (in group order)."""

@@ -29,6 +29,7 @@ import torch
 
 from bnpzoo._validation import SEED, Interval, OneOf, batch_features, check_array, is_stream
 from bnpzoo.base import MixtureEstimator
+from bnpzoo.caller_state import keeps_caller_state
 from bnpzoo.families import ComponentPrior, TracedFamily
 from bnpzoo.inference import data_parallel
 from bnpzoo.inference.kmeans import kmeans, nearest_centres
@@ -161,6 +162,7 @@ class StickMixture(MixtureEstimator):
 
     # -- fitting -----------------------------------------------------------------------------
     @fit_threads
+    @keeps_caller_state
     def fit(self, X, y=None):
         """Fit on X (N x D); returns self."""
         self._validate_params()
@@ -194,6 +196,7 @@ class StickMixture(MixtureEstimator):
         return self
 
     @fit_threads
+    @keeps_caller_state
     def partial_fit(self, X, y=None):
         """One pass of minibatch steps over the batch X, resuming the last call; or, for a stream of
         batches (any iterable of arrays that is not an array itself: a generator, a DataLoader), one
@@ -621,11 +624,13 @@ class MixtureSVI(StickMixture):
         prior = sum(trace.nodes[name]["fn"].log_prob(trace.nodes[name]["value"]).sum() for name in ("v", "mu"))
         return prior + (sticks.log() + torch.log1p(-sticks)).sum()
 
+    @keeps_caller_state  # the program's check draws too
     def fit(self, X, y=None):
         self._validate_params()
         self._check_program(X)
         return super().fit(X, y)
 
+    @keeps_caller_state
     def partial_fit(self, X, y=None):
         self._validate_params()
         if getattr(self, "_session", None) is None and not is_stream(X):

@@ -135,7 +135,7 @@ class StochasticSession:
             self.guide = guides.natural_guide(family, component_prior, init_stats, **self.sticks_prior)
         self.loss = self._natural_loss if self.kind == "natural" else ("map" if self.hard else "enum")
         self.store_state = None
-        self.rng, self.restore_rng = None, False  # the RNG states at the end of the last run
+        self.rng = None  # the RNG states at the end of the last run
 
     def _variances(self):
         """tau_k^2 of the means' factors at the current counts, or None without ``occam``."""
@@ -283,7 +283,6 @@ class StochasticSession:
         store.set_state({"params": params, "constraints": store.get_state()["constraints"]})
         self.store_state = store.get_state()
         seed_optim.restore_optimizer_state(self.optim, self.store_state["params"], state["optimizer"])
-        self.restore_rng = state["rng"] is not None
 
     # -- running -----------------------------------------------------------------------------
     def run(self, x, *, max_iter, batch_size, tol, clock_start=None, verbose=False, window=10, group=None):
@@ -297,9 +296,8 @@ class StochasticSession:
             self._create_params(x)
         else:
             store.set_state(self.store_state)
-        if self.restore_rng:  # a resumed session draws what the saved one would have drawn next
-            set_rng_state(self.rng)
-            self.restore_rng = False
+        if self.rng is not None:  # a stream draws its own sequence, whatever the caller drew between
+            set_rng_state(self.rng)  # runs (a fit leaves the caller's generators as it found them)
         x = self.data = data_parallel.shard(mapped.rows(x), group)  # a mapped x: minibatches read from its file
         self.eval_batch = x[evaluation_indices(data_parallel.rows_here(x), self.eval_size, x.device)]
         reorganise = self._reorganise if self.kind in ("map", "natural") else None
