@@ -135,9 +135,15 @@ def offset_ratio(t: torch.Tensor, rows: int = 10_000) -> float:
 
 def is_stream(X) -> bool:
     """Whether X is a stream of batches (a generator, an iterator, a DataLoader: an iterable that is not
-    itself array-like) rather than one array; lists and tuples are arrays, as in scikit-learn."""
+    itself array-like) rather than one array; lists and tuples are arrays, as in scikit-learn, and a
+    sparse matrix is one (refused by ``check_array``)."""
     return hasattr(X, "__iter__") and not isinstance(X, (np.ndarray, torch.Tensor, list, tuple, str, bytes)) \
-        and not hasattr(X, "__array__")
+        and not hasattr(X, "__array__") and not _is_sparse(X)
+
+
+def _is_sparse(X) -> bool:
+    """A scipy sparse matrix or array, or a torch sparse tensor."""
+    return (hasattr(X, "tocsr") and hasattr(X, "nnz")) or (isinstance(X, torch.Tensor) and X.layout != torch.strided)
 
 
 def batch_features(batch):
@@ -156,6 +162,9 @@ def check_array(X, *, name="X", dtype=torch.float32, device=None, n_features=Non
     ``widen``: data that sits further from zero than ``SAFE_OFFSET`` of its spreads is returned in
     float64, with a warning, when float32 would lose it, and refused when float64 would; in a
     data-parallel fit over ``group`` (X one rank's rows) the ranks decide by the largest offset."""
+    if _is_sparse(X):
+        raise ValueError(f"{name} is sparse: bnpzoo's estimators take dense arrays (the clusters' means and "
+                         f"spreads are dense): give {name}.toarray(), or {name}.to_dense() for a torch tensor")
     if isinstance(X, torch.Tensor):
         t = X.detach()
         if t.is_complex():
@@ -176,6 +185,8 @@ def check_array(X, *, name="X", dtype=torch.float32, device=None, n_features=Non
         except (TypeError, ValueError) as err:
             raise ValueError(f"{name} must be a numeric array: {err}") from None
         native = arr.astype(arr.dtype.newbyteorder("="), copy=False)
+        if any(stride < 0 for stride in native.strides):  # X[::-1]: torch takes no negative strides
+            native = np.ascontiguousarray(native)
         with warnings.catch_warnings():  # a read-only file's memory map: bnpzoo never writes into X
             warnings.filterwarnings("ignore", "The given NumPy array is not writable")
             t = mapped.attach(torch.from_numpy(native), native)

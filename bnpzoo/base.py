@@ -14,6 +14,7 @@ implements ``fit``, ``_log_joint_table(x)`` (ln pi_k + ln f(x_n | theta_k), an N
 import inspect
 import numbers
 import random
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -153,6 +154,9 @@ class Estimator:
         """Write parameters, fitted state and the learner's state where it has one (``load`` restores
         predictions exactly, and a stream's ``partial_fit`` continues as if never interrupted)."""
         self._check_fitted()
+        folder = Path(path).parent
+        if not folder.is_dir():
+            raise FileNotFoundError(f"cannot save to {path}: the folder {folder} does not exist")
         state = {}
         for name in self._fitted_attributes:
             value = getattr(self, name)

@@ -124,8 +124,8 @@ class HDPGD(Estimator):
     """
 
     _parameter_constraints = {
-        "truncation": Interval(int, 1),
-        "group_truncation": Interval(int, 1),
+        "truncation": Interval(int, 2),  # the sticks of one atom are none: the program needs two
+        "group_truncation": Interval(int, 2),
         "inference": OneOf(*INFERENCE),
         "gamma": Interval(float, 0, low_open=True),
         "lam": Interval(float, 0, low_open=True),

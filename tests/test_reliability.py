@@ -10,6 +10,7 @@ import sys
 
 import numpy as np
 import pytest
+import scipy.sparse
 import torch
 
 from bnpzoo import DPGMM, HDPGD, PYPGGM
@@ -53,6 +54,34 @@ def test_a_truncation_far_above_the_rows_still_fits():
 def test_input_outside_what_a_fit_can_use_is_refused_by_name(data, message):
     with pytest.raises(ValueError, match=message):
         DPGMM().fit(data)
+
+
+@pytest.mark.parametrize("method", ["fit", "partial_fit"])
+@pytest.mark.parametrize("sparse", [scipy.sparse.csr_matrix, scipy.sparse.csr_array,
+                                    lambda x: torch.as_tensor(x).to_sparse()], ids=["csr_matrix", "csr_array", "torch"])
+def test_sparse_input_is_refused_as_sparse_never_taken_for_a_stream(sparse, method):
+    with pytest.raises(ValueError, match="sparse.*toarray"):
+        getattr(DPGMM(inference="svmm", max_iter=5), method)(sparse(X))
+
+
+def test_arrays_with_negative_strides_fit_as_their_copies():
+    reversed_rows, reversed_columns = X[::-1], X[:, ::-1]
+    for view in (reversed_rows, reversed_columns):
+        est = DPGMM(max_iter=20, random_state=0)
+        assert torch.equal(est.fit(view).means_, DPGMM(max_iter=20, random_state=0).fit(view.copy()).means_)
+        assert np.array_equal(est.predict(view), est.predict(view.copy()))
+
+
+def test_save_to_a_missing_folder_names_the_folder(tmp_path):
+    est = DPGMM(max_iter=5, random_state=0).fit(X)
+    with pytest.raises(FileNotFoundError, match="missing"):
+        est.save(tmp_path / "missing" / "m.pt")
+
+
+def test_one_atom_truncations_of_hdp_gd_are_refused_by_name():
+    for setting in ("truncation", "group_truncation"):
+        with pytest.raises(ValueError, match=setting):
+            HDPGD(**{setting: 1}).fit(np.full((6, 3), 1 / 3), np.arange(6) % 2)
 
 
 @pytest.mark.parametrize("inference", ["vmm", "natgrad-svi"])
