@@ -309,8 +309,9 @@ def birth_candidates(x, assignments, family, prior, seed: int, responsibilities=
     """For each cluster of at least 4 members, a generator of its divisions by k-means (on at most
     ``BIRTH_SAMPLE`` of its rows, every row then to the nearest centre), in units of its own spread
     per feature (``family.split_units``), into each number of ``family.birth_pieces`` in turn that it
-    has 2 members a piece for: (cluster, the rows of each piece but the first, the pieces' statistics), from the
-    cluster's own rows alone (a generator: a caller stops when more pieces stop paying). With soft
+    has 2 members a piece for: (cluster, the rows of each piece but the first, the pieces'
+    statistics), from the cluster's own rows alone (a generator: the caller stops at the first
+    division that pays, and larger ones are never computed). With soft
     assignments the members are the rows the cluster is most responsible for,
     ``responsibilities(rows)`` (M, K) gives their responsibilities, every piece but the first takes
     its rows' share of the cluster, and the first the rest of the cluster's statistics (rows
