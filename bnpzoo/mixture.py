@@ -168,6 +168,7 @@ class StickMixture(MixtureEstimator):
         self._validate_params()
         group = self._group()
         x = check_array(X, dtype=self._dtype, device=self._device_for(X), widen=True, group=group)
+        self._check_program(x)
         start = time.perf_counter()
         if self.random_state is not None:
             pyro.set_rng_seed(int(self.random_state) + data_parallel.rank(group))
@@ -217,6 +218,8 @@ class StickMixture(MixtureEstimator):
         x = check_array(X, dtype=self._dtype if fitted is None else fitted.dtype,
                         device=self._device_for(X) if fitted is None else fitted.device,
                         n_features=getattr(self, "n_features_in_", None), widen=fitted is None, group=group)
+        if getattr(self, "_session", None) is None:
+            self._check_program(x)
         start = time.perf_counter()
         if getattr(self, "_session", None) is None and hasattr(self, "n_iter_"):  # loaded or unpickled
             if getattr(self, "_saved_session", None) is None:
@@ -236,6 +239,10 @@ class StickMixture(MixtureEstimator):
                      getattr(self, "elbo_seconds_", []) + run.seconds, getattr(self, "n_iter_", 0) + run.n_iter,
                      run.converged, start)
         return self
+
+    def _check_program(self, x) -> None:
+        """A subclass's check of its program on the validated data, before any learning starts (the
+        user's program of ``MixtureSVI``); the zoo's own programs need none."""
 
     def _scale_tensor(self, x) -> torch.Tensor | None:
         """The user's component standard deviation as a (D,) tensor, or None."""
@@ -624,22 +631,9 @@ class MixtureSVI(StickMixture):
         prior = sum(trace.nodes[name]["fn"].log_prob(trace.nodes[name]["value"]).sum() for name in ("v", "mu"))
         return prior + (sticks.log() + torch.log1p(-sticks)).sum()
 
-    @keeps_caller_state  # the program's check draws too
-    def fit(self, X, y=None):
-        self._validate_params()
-        self._check_program(X)
-        return super().fit(X, y)
-
-    @keeps_caller_state
-    def partial_fit(self, X, y=None):
-        self._validate_params()
-        if getattr(self, "_session", None) is None and not is_stream(X):
-            self._check_program(X)
-        return super().partial_fit(X, y)
-
-    def _check_program(self, X):
+    def _check_program(self, x):
         """A clear error for a program that breaks the contract, before any learning starts."""
-        x = check_array(X, dtype=self._dtype)[:2]
+        x = x[:2]
         try:
             trace = pyro.poutine.trace(pyro.infer.config_enumerate(self.model)).get_trace(
                 x, truncation=max(2, min(self.truncation, 3)), **(self.model_kwargs or {}))

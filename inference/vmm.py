@@ -143,7 +143,7 @@ class Assignments:
     entropy: torch.Tensor | None = None
     pairs: torch.Tensor | None = None
     pair_entropy: torch.Tensor | None = None
-    # the memoized learner's record: each batch's own Assignments from the pass that made these
+    # the memoized learner's record: each batch's statistics from the pass that made these
     # (``memoized_expectation``); None where a move changed the clusters since
     batches: list | None = None
 
@@ -172,7 +172,8 @@ class Assignments:
             pairs = position[pairs]
             both = (pairs >= 0).all(1)
             pairs, pair_entropy = pairs[both], pair_entropy[both]
-        batches = None if self.batches is None else [batch.select(keep) for batch in self.batches]
+        batches = None if self.batches is None else [{name: value[keep] for name, value in batch.items()}
+                                                       for batch in self.batches]
         return Assignments({name: value[keep] for name, value in self.stats.items()}, labels, overlap, entropy,
                            pairs, pair_entropy, batches)
 
@@ -263,7 +264,7 @@ def memoized_expectation(x, batches: list, family, prior, assignments, estimate,
     in one block (the local step over the batch's assignments, the global one over q and the sticks
     given all of them): the objective never decreases. Without a record (the start, or a move that
     changed the clusters since) the pass keeps one q throughout, as batch vmm, and makes the record.
-    Returns the pass's assignments with their batches'."""
+    Returns the pass's assignments, with each batch's statistics as the record."""
     record, totals = assignments.batches, assignments.stats
     q, point, sticks = estimate(totals)
     parts = []
@@ -272,12 +273,12 @@ def memoized_expectation(x, batches: list, family, prior, assignments, estimate,
         part = expectation(x[rows], family, q, point, prior, sticks, hard, labels, pairs)[1]
         parts.append(part)
         if record is not None and b < len(batches) - 1:
-            totals = {name: value - record[b].stats[name] + part.stats[name] for name, value in totals.items()}
+            totals = {name: value - record[b][name] + part.stats[name] for name, value in totals.items()}
             q, point, sticks = estimate(totals)
     total = lambda name: None if getattr(parts[0], name) is None else sum(getattr(part, name) for part in parts)
     stats = {name: sum(part.stats[name] for part in parts) for name in parts[0].stats}  # exact: no running sum
     return Assignments(stats, torch.cat([part.labels for part in parts]), total("overlap"), total("entropy"),
-                       pairs, total("pair_entropy"), parts)
+                       pairs, total("pair_entropy"), [part.stats for part in parts])
 
 
 def assignment_scores(x, means, sticks, std, penalty=0.0):
@@ -374,43 +375,43 @@ def _births(x, assignments, cluster_terms, stick_terms, family, prior, ceiling: 
     k = counts.numel()
     terms = cluster_terms(assignments.stats, torch.zeros_like(counts))
 
-    def objective(chosen):
+    def objective(chosen):  # chosen: (the division's gain in cluster terms, cluster, moved rows, pieces)
         divided = counts.clone()
-        for cluster, _, pieces in chosen:
+        for _, cluster, _, pieces in chosen:
             divided[cluster] = pieces["count"][0]
-        born = [pieces["count"][1:] for _, _, pieces in chosen]
-        gain = sum(float(cluster_terms(pieces, torch.zeros_like(pieces["count"])).sum() - terms[cluster])
-                   for cluster, _, pieces in chosen)
-        return float(terms.sum()) + gain + float(stick_terms(torch.cat([divided, *born])))
+        born = [pieces["count"][1:] for *_, pieces in chosen]
+        return float(terms.sum()) + sum(c[0] for c in chosen) + float(stick_terms(torch.cat([divided, *born])))
 
     chosen, best, added = [], objective([]), 0
     smallest = []  # for each cluster, (the objective with its smallest division that raises it alone, the division)
     for divisions in birth_candidates(x, assignments, family, prior, seed, responsibilities):
-        for candidate in divisions:  # in order of size, up to the first that pays
-            if k + len(candidate[1]) <= ceiling and (value := objective([candidate])) > best:
+        for cluster, moved, pieces in divisions:  # in order of size, up to the first that pays
+            if k + len(moved) > ceiling:
+                break
+            gain = float(cluster_terms(pieces, torch.zeros_like(pieces["count"])).sum() - terms[cluster])
+            candidate = (gain, cluster, moved, pieces)
+            if (value := objective([candidate])) > best:
                 smallest.append((value, candidate))
                 break
     for _, candidate in sorted(smallest, key=lambda c: c[0], reverse=True):
-        if k + added + len(candidate[1]) > ceiling:
+        if k + added + len(candidate[2]) > ceiling:
             continue
         trial = objective(chosen + [candidate])
         if trial > best:
-            chosen, best, added = chosen + [candidate], trial, added + len(candidate[1])
+            chosen, best, added = chosen + [candidate], trial, added + len(candidate[2])
     if not chosen:
         return None
     stats = {name: value.clone() for name, value in assignments.stats.items()}
     labels = assignments.labels.clone()
-    born = []
-    for cluster, moved, pieces in chosen:
+    new_labels = iter(range(k, k + added))
+    for _, cluster, moved, pieces in chosen:
         for name in stats:
             stats[name][cluster] = pieces[name][0]
         for rows in moved:
-            labels[rows] = k + len(born)
-            born.append(len(born))
-    new = {name: torch.cat([pieces[name][1:] for _, _, pieces in chosen]) for name in stats}
-    stats = {name: torch.cat([value, new[name]]) for name, value in stats.items()}
+            labels[rows] = next(new_labels)
+    stats = {name: torch.cat([value, *(pieces[name][1:] for *_, pieces in chosen)]) for name, value in stats.items()}
     # a division hands each row's responsibility to one piece whole: the entropies stay (in the first)
-    entropy = None if assignments.entropy is None else torch.cat([assignments.entropy, counts.new_zeros(len(born))])
+    entropy = None if assignments.entropy is None else torch.cat([assignments.entropy, counts.new_zeros(added)])
     return Assignments(stats, labels, entropy=entropy)
 
 

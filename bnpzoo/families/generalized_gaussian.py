@@ -104,8 +104,8 @@ class GeneralizedGaussianFamily(ConjugateFamily):
     def rows_term(self, x: torch.Tensor, prior: ComponentPrior) -> float:
         """sum_n ln N(x_n | m0, diag(std^2)): the rows' own terms of ``expected_data_term``."""
         std = prior.std.double()
-        squares = sum(float((((x[rows] - prior.mean).double() / std) ** 2).sum()) for rows in passes(x, x.shape[1]))
-        return -0.5 * squares - x.shape[0] * (0.5 * x.shape[1] * math.log(2 * math.pi) + float(std.log().sum()))
+        squares = sum((((x[rows] - prior.mean).double() / std) ** 2).sum() for rows in passes(x, x.shape[1]))
+        return float(-0.5 * squares - x.shape[0] * (0.5 * x.shape[1] * math.log(2 * math.pi) + std.log().sum()))
 
     def kl(self, q: dict, prior: ComponentPrior) -> torch.Tensor:
         std = prior.std.to(q["weighted"])
