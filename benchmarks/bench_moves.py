@@ -4,7 +4,7 @@ packages: scikit-learn's iris, wine, breast cancer and digits, and R's data sets
 and setting: clusters, NMI (``bnpzoo.metrics.nmi``; in brackets scikit-learn's arithmetic
 normalisation), seconds.
 
-    python benchmarks/bench_moves.py [--sets iris,wine,...] [--json FILE]
+    python benchmarks/bench_moves.py [--sets iris,wine,...] [--device cuda] [--json FILE]
 """
 
 import argparse
@@ -47,13 +47,14 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sets", default=",".join([*SKLEARN, *R_SETS]))
     parser.add_argument("--json", default=None)
+    parser.add_argument("--device", default=None, help="the estimators' device (default: the data's, the CPU)")
     args = parser.parse_args()
     rows = []
     for name in args.sets.split(","):
         x, labels = load(name)
         for setting, params in (("default", {}), ("no births", {"split_moves": False})):
             start = time.perf_counter()
-            est = DPGMM(random_state=0, **params).fit(x.astype(np.float32))
+            est = DPGMM(random_state=0, device=args.device, **params).fit(x.astype(np.float32))
             seconds = time.perf_counter() - start
             row = dict(data=name, rows=len(x), features=x.shape[1], classes=len(set(labels)), setting=setting,
                        covariance=est.covariance_type_, k=int(est.n_clusters_),
