@@ -76,8 +76,11 @@ def test_two_processes_fit_as_one_on_the_union_of_their_minibatches(tmp_path):
         for name, value in fitted.items():
             # the ranks hold the same fit, bit for bit
             assert torch.equal(ranks[0][learner][name], ranks[1][learner][name]), (learner, name)
-            # and it is the one process's fit, up to the order of float32 sums
-            torch.testing.assert_close(ranks[0][learner][name], value, rtol=1e-5, atol=1e-5 * float(value.abs().max()),
+            # and it is the one process's fit, up to the order of float32 sums: a sum of n terms in
+            # another order moves by up to n eps; 1e-4 is that for a few hundred rows' minibatch
+            # (a 16-core AVX-512 CPU gave 2.7e-5, this 2-core one under 1e-5), where another
+            # minibatch moves the fit by 1e-2 or more
+            torch.testing.assert_close(ranks[0][learner][name], value, rtol=1e-4, atol=1e-4 * float(value.abs().max()),
                                        msg=lambda m: f"{learner} {name}: {m}")
         assert fitted["means"].shape[0] > 2, learner  # a fit that found clusters: the comparison says something
     assert torch.equal(ranks[0]["stream"]["means"], ranks[1]["stream"]["means"])
