@@ -155,35 +155,51 @@ def batch_features(batch):
     return batch
 
 
+def _as_float(arr: np.ndarray, name: str) -> np.ndarray:
+    """An integer, boolean or object array as float64; a cell that is no number is named by its row
+    and column (object arrays: pandas' mixed columns, lists with None or text)."""
+    try:
+        return arr.astype(np.float64)
+    except (TypeError, ValueError) as err:
+        if arr.ndim == 2:
+            for (row, column), value in np.ndenumerate(arr):
+                try:
+                    float(value)
+                except (TypeError, ValueError):
+                    raise type(err)(f"{name} must be a numeric array: row {row}, column {column} holds {value!r}, "
+                                    f"which is no number ({err}); drop or encode that column") from None
+        raise type(err)(f"{name} must be a numeric array: {err}") from None
+
+
 def check_array(X, *, name="X", dtype=torch.float32, device=None, n_features=None, widen=False,
-                group=None) -> torch.Tensor:
+                group=None, owner="the model") -> torch.Tensor:
     """A finite, non-empty 2-D real tensor (rows = samples) on ``device``, whose entries a fit in
     ``dtype`` can square and sum (``SAFE_MAGNITUDE``); complex, date and duration input is refused.
     ``widen``: data that sits further from zero than ``SAFE_OFFSET`` of its spreads is returned in
     float64, with a warning, when float32 would lose it, and refused when float64 would; in a
-    data-parallel fit over ``group`` (X one rank's rows) the ranks decide by the largest offset."""
+    data-parallel fit over ``group`` (X one rank's rows) the ranks decide by the largest offset.
+    The standard failures say what scikit-learn's ``check_array`` says (its checks match on it),
+    followed by the fix; ``owner`` names the fitted estimator in the feature-count error."""
     if _is_sparse(X):
         raise ValueError(f"{name} is sparse: bnpzoo's estimators take dense arrays (the clusters' means and "
                          f"spreads are dense): give {name}.toarray(), or {name}.to_dense() for a torch tensor")
     if isinstance(X, torch.Tensor):
         t = X.detach()
         if t.is_complex():
-            raise ValueError(f"{name} is complex: give real numbers (the real and imaginary parts as columns, "
-                             "if both matter)")
+            raise ValueError(f"Complex data not supported: {name} is complex; give real numbers (the real and "
+                             "imaginary parts as columns, if both matter)")
     else:
         try:
             arr = np.asarray(X)
         except (TypeError, ValueError) as err:
-            raise ValueError(f"{name} must be a numeric array: {err}") from None
+            raise type(err)(f"{name} must be a numeric array: {err}") from None
         if arr.dtype.kind in "cmM":
-            raise ValueError(f"{name} has dtype {arr.dtype}: give real numbers" +
-                             (" (the real and imaginary parts as columns, if both matter)"
-                              if arr.dtype.kind == "c" else " (convert dates or durations to numbers first)"))
-        try:
-            if arr.dtype.kind != "f":
-                arr = arr.astype(np.float64)
-        except (TypeError, ValueError) as err:
-            raise ValueError(f"{name} must be a numeric array: {err}") from None
+            raise ValueError(("Complex data not supported: " if arr.dtype.kind == "c" else "")
+                             + f"{name} has dtype {arr.dtype}: give real numbers"
+                             + (" (the real and imaginary parts as columns, if both matter)"
+                                if arr.dtype.kind == "c" else " (convert dates or durations to numbers first)"))
+        if arr.dtype.kind != "f":
+            arr = _as_float(arr, name)
         native = arr.astype(arr.dtype.newbyteorder("="), copy=False)
         if any(stride < 0 for stride in native.strides):  # X[::-1]: torch takes no negative strides
             native = np.ascontiguousarray(native)
@@ -191,9 +207,13 @@ def check_array(X, *, name="X", dtype=torch.float32, device=None, n_features=Non
             warnings.filterwarnings("ignore", "The given NumPy array is not writable")
             t = mapped.attach(torch.from_numpy(native), native)
     if t.ndim != 2:
-        raise ValueError(f"{name} must be 2-D (samples x features), got shape {tuple(t.shape)}")
-    if t.shape[0] == 0 or t.shape[1] == 0:
-        raise ValueError(f"{name} is empty: shape {tuple(t.shape)}")
+        raise ValueError(f"{name} must be 2-D (samples x features), got shape {tuple(t.shape)}" + (
+            ": Reshape your data either using array.reshape(-1, 1) if your data has a single feature or "
+            "array.reshape(1, -1) if it contains a single sample" if t.ndim == 1 else ""))
+    for axis, what in enumerate(("sample", "feature")):
+        if t.shape[axis] == 0:
+            raise ValueError(f"{name} is empty: Found array with 0 {what}(s) (shape={tuple(t.shape)}) while a "
+                             "minimum of 1 is required.")
     if not t.is_floating_point():
         t = t.to(torch.float64)
     # the extremes are NaN or inf exactly when some entry is, and they bound what the fit will
@@ -201,14 +221,20 @@ def check_array(X, *, name="X", dtype=torch.float32, device=None, n_features=Non
     largest = float(torch.stack([torch.maximum(-low, high) for low, high in
                                  (torch.aminmax(t[rows]) for rows in mapped.passes(t, t.shape[1]))]).max())
     if not math.isfinite(largest):
-        raise ValueError(f"{name} contains {'NaN' if torch.isnan(t).any() else 'inf'}")
+        bad = (~torch.isfinite(t)).nonzero()
+        row, column = (int(i) for i in bad[0])
+        kind = "NaN" if torch.isnan(t[row, column]) else "inf"
+        raise ValueError(f"{name} contains {kind}: row {row}, column {column}"
+                         + (f" and {len(bad) - 1} more entries" if len(bad) > 1 else "")
+                         + "; drop or impute them first (the models take no missing values)")
     limit = SAFE_MAGNITUDE.get(dtype, float("inf"))
     if largest > limit:
         raise ValueError(f"{name} has values up to {largest:.3g}, beyond what a {str(dtype).split('.')[-1]} fit "
                          f"can square without overflow (about {limit:.0e}): rescale X (divide it by a constant)"
                          + (" or fit with dtype='float64'" if dtype == torch.float32 else ""))
     if n_features is not None and t.shape[1] != n_features:
-        raise ValueError(f"{name} has {t.shape[1]} features, the model was fitted with {n_features}")
+        raise ValueError(f"{name} has {t.shape[1]} features, but {owner} is expecting {n_features} features as input "
+                         "(the columns it was fitted on)")
     ratio = data_parallel.largest(offset_ratio(t), group) if widen else 0.0
     if ratio > SAFE_OFFSET[torch.float64]:
         raise ValueError(f"{name} sits {ratio:.1e} times its spread from zero, beyond what a fit in float64 "

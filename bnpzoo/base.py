@@ -11,9 +11,11 @@ implements ``fit``, ``_log_joint_table(x)`` (ln pi_k + ln f(x_n | theta_k), an N
 ``_posterior_draws(num_draws, rng)`` and ``_draw_log_likelihood(x, draw)`` for ArviZ.
 """
 
+import functools
 import inspect
 import numbers
 import random
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -35,6 +37,8 @@ def _to_cpu(value):
         return {k: _to_cpu(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return type(value)(_to_cpu(v) for v in value)
+    if isinstance(value, np.ndarray) and value.dtype == object:  # feature names
+        return {"names": [str(v) for v in value]}
     if isinstance(value, np.ndarray):
         return {"ndarray": torch.from_numpy(np.ascontiguousarray(value))}
     return value.detach().cpu() if isinstance(value, torch.Tensor) else value
@@ -43,6 +47,8 @@ def _to_cpu(value):
 def _from_saved(value):
     if isinstance(value, dict) and set(value) == {"ndarray"}:
         return value["ndarray"].cpu().numpy()  # a load mapped elsewhere
+    if isinstance(value, dict) and set(value) == {"names"}:
+        return np.asarray(value["names"], dtype=object)
     if isinstance(value, dict):
         return {k: _from_saved(v) for k, v in value.items()}
     return value
@@ -62,9 +68,43 @@ def set_rng_state(state: dict) -> None:
     np.random.set_state((kind, keys.cpu().numpy().astype(np.uint32), position, has_gauss, cached))
 
 
+class offered_if:
+    """A method that exists only where ``reason(self)`` is None: elsewhere reading it raises an
+    AttributeError with that reason (scikit-learn's ``available_if``, which tools read through
+    ``hasattr``, with the reason as the message)."""
+
+    def __init__(self, reason):
+        self.reason = reason
+
+    def __call__(self, method):
+        self.method = method
+        functools.update_wrapper(self, method)
+        return self
+
+    def __get__(self, obj, owner=None):
+        if obj is None:
+            return self.method
+        reason = self.reason(obj)
+        if reason is not None:
+            raise AttributeError(reason)
+        return self.method.__get__(obj, owner)
+
+
 class Estimator:
     _parameter_constraints: dict = {}
     _fitted_attributes: tuple = ()
+    _fitted_marker = "n_clusters_"  # the attribute every fit sets
+    _fit_call = "fit(X)"
+
+    def __sklearn_tags__(self):
+        """scikit-learn's tags (its ``clone``, ``check_estimator``, ``GridSearchCV`` and ``Pipeline``
+        read them): a clusterer that needs no target, of dense, finite, real input."""
+        from sklearn.utils import InputTags, Tags, TargetTags  # scikit-learn loads on first use: a fast CLI start
+
+        return Tags(estimator_type="clusterer", target_tags=TargetTags(required=False), input_tags=InputTags())
+
+    def __sklearn_is_fitted__(self) -> bool:
+        return hasattr(self, self._fitted_marker)
 
     # -- parameters ------------------------------------------------------------------------
     @classmethod
@@ -87,7 +127,9 @@ class Estimator:
         return self
 
     def __repr__(self):
-        return f"{type(self).__name__}({', '.join(f'{k}={v!r}' for k, v in self.get_params().items())})"
+        """Every parameter, a program by its module path (``bnpzoo.models.dp_gmm.model``), not its address."""
+        shown = lambda v: f"{v.__module__}.{v.__qualname__}" if callable(v) and hasattr(v, "__qualname__") else repr(v)
+        return f"{type(self).__name__}({', '.join(f'{k}={shown(v)}' for k, v in self.get_params().items())})"
 
     def _rows_per_step(self, n: int) -> int:
         """Rows a learner's step touches: all of them, or a minibatch (overridden)."""
@@ -123,9 +165,18 @@ class Estimator:
             + (f"; settings changed from their defaults: {', '.join(changed)}" if changed else
                "; rescale X (standardise its columns)"))
 
+    def _forget_fit(self, *private) -> None:
+        """A new ``fit`` starts from nothing an earlier fit left (its fitted attributes and the
+        ``private`` state named), as scikit-learn's ``fit`` does."""
+        for name in (*self._fitted_attributes, *private):
+            self.__dict__.pop(name, None)
+
     def _check_fitted(self):
-        if not hasattr(self, "n_clusters_"):
-            raise ValueError(f"this {type(self).__name__} is not fitted yet: call fit(X) first")
+        """scikit-learn's NotFittedError (a ValueError and an AttributeError) before a fit."""
+        if not self.__sklearn_is_fitted__():
+            from sklearn.exceptions import NotFittedError
+
+            raise NotFittedError(f"this {type(self).__name__} is not fitted yet: call {self._fit_call} first")
 
     # -- data ------------------------------------------------------------------------------
     @property
@@ -147,6 +198,29 @@ class Estimator:
                              f"device(s), cuda:0 to cuda:{count - 1}")
         return device
 
+    def _feature_names(self, X, *, fitting: bool) -> None:
+        """A pandas DataFrame's column names (when all are strings): kept by a fit as
+        ``feature_names_in_``, and checked against later input as scikit-learn does (other names
+        are an error; none, where the fit had some, a warning)."""
+        columns = getattr(X, "columns", None)
+        names = (np.asarray(columns, dtype=object) if columns is not None and len(columns)
+                 and all(isinstance(c, str) for c in columns) else None)
+        if fitting:
+            self.__dict__.pop("feature_names_in_", None)
+            if names is not None:
+                self.feature_names_in_ = names
+            return
+        fitted = getattr(self, "feature_names_in_", None)
+        if fitted is None:
+            return
+        if names is None:
+            warnings.warn(f"X does not have valid feature names, but {type(self).__name__} was fitted with feature "
+                          f"names ({', '.join(fitted[:5])}{', ...' if len(fitted) > 5 else ''})", UserWarning,
+                          stacklevel=3)
+        elif not np.array_equal(names, fitted):
+            raise ValueError(f"The feature names should match those that were passed during fit: X has columns "
+                             f"{list(names)}, {type(self).__name__} was fitted on {list(fitted)}")
+
     # -- persistence -----------------------------------------------------------------------
     _unsaved_params: tuple = ()  # parameters that are code (a Pyro program): ``load`` takes them again
 
@@ -157,10 +231,8 @@ class Estimator:
         folder = Path(path).parent
         if not folder.is_dir():
             raise FileNotFoundError(f"cannot save to {path}: the folder {folder} does not exist")
-        state = {}
-        for name in self._fitted_attributes:
-            value = getattr(self, name)
-            state[name] = _to_cpu(value)
+        names = (*self._fitted_attributes, *(["feature_names_in_"] if hasattr(self, "feature_names_in_") else []))
+        state = {name: _to_cpu(getattr(self, name)) for name in names}
         params = {k: v for k, v in self.get_params().items() if k not in self._unsaved_params}
         torch.save({"format": FORMAT_VERSION, "class": type(self).__name__, "params": params, "state": state,
                     "resume": _to_cpu(self._resume_state())}, path)
@@ -204,7 +276,9 @@ class Estimator:
 class MixtureEstimator(Estimator):
     def _input(self, X) -> torch.Tensor:
         self._check_fitted()
-        return check_array(X, dtype=self.means_.dtype, device=self.means_.device, n_features=self.n_features_in_)
+        self._feature_names(X, fitting=False)
+        return check_array(X, dtype=self.means_.dtype, device=self.means_.device, n_features=self.n_features_in_,
+                           owner=type(self).__name__)
 
     # -- prediction ------------------------------------------------------------------------
     def _logits(self, x, out=None):
@@ -235,7 +309,8 @@ class MixtureEstimator(Estimator):
         return self._per_row(X, lambda x: self._logits(x).argmax(1), torch.long)
 
     def fit_predict(self, X, y=None) -> np.ndarray:
-        return self.fit(X).predict(X)
+        """Fit on X and return its rows' clusters (``labels_``)."""
+        return self.fit(X).labels_
 
     def score_samples(self, X) -> np.ndarray:
         """ln p(x_n) = ln sum_k pi_k f(x_n | theta_k) under the fitted point estimates."""

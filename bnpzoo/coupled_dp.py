@@ -6,6 +6,7 @@ grouped real vectors) into a ``Problem``, runs the chains, keeps their summaries
 final state of the best chain for prediction and perplexity.
 """
 
+import numbers
 import sys
 import tempfile
 import time
@@ -32,6 +33,16 @@ RHAT_LIMIT = 1.1  # above it, the chains have not mixed (``_check_mixing``)
 
 class ConvergenceWarning(UserWarning):
     """A fit whose chains have not mixed: more sweeps are needed."""
+
+
+def _documents(X) -> bool:
+    """A list of token lists: documents, unless every list holds numbers and all have one length
+    (numeric rows given as lists or tuples, fitted as rows); ragged lists of numbers are documents
+    of word ids."""
+    if not (isinstance(X, (list, tuple)) and all(isinstance(doc, (list, tuple)) for doc in X)):
+        return False
+    numeric = all(isinstance(token, numbers.Real) for doc in X for token in doc)
+    return not (numeric and len({len(doc) for doc in X}) == 1)
 
 
 class CoupledDP(Estimator):
@@ -148,6 +159,7 @@ class CoupledDP(Estimator):
         "random_state": SEED,
         "verbose": OneOf(True, False),
     }
+    _fit_call = "fit(X, groups)"
     _fitted_attributes = ("q_", "n_groups_", "n_clusters_", "weights_", "topic_word_", "vocabulary_", "means_",
                           "precisions_", "n_features_in_", "n_tokens_", "n_iter_", "fit_seconds_",
                           "sampling_seconds_", "tokens_per_second_", "rhat_", "samples_", "group_values_",
@@ -198,7 +210,7 @@ class CoupledDP(Estimator):
             first = next(i for i, doc in enumerate(X) if isinstance(doc, str))
             raise ValueError(f"X[{first}] is a string; a document is a list of tokens (strings): split each text "
                              "first, for example [text.lower().split() for text in texts]")
-        if isinstance(X, (list, tuple)) and all(isinstance(doc, (list, tuple)) for doc in X):
+        if _documents(X):
             if len(X) != len(groups):
                 raise ValueError(f"groups has {len(groups)} entries for {len(X)} documents")
             corpus = Corpus("train", as_words(X))
@@ -231,6 +243,7 @@ class CoupledDP(Estimator):
         from bnpzoo.inference.coupled_kernel import CoupledGibbsKernel, log_joint, prepare, sampler_cached
 
         self._validate_params()
+        self._forget_fit()
         start = time.perf_counter()
         if self.random_state is not None:
             pyro.set_rng_seed(int(self.random_state))
@@ -349,10 +362,6 @@ class CoupledDP(Estimator):
         self.precisions_ = None if vocab is not None else state.params["precision"][used]
 
     # -- results ---------------------------------------------------------------------------
-    def _check_fitted(self):
-        if not hasattr(self, "n_clusters_"):
-            raise ValueError("this CoupledDP is not fitted yet: call fit(X, groups) first")
-
     def perplexity(self, docs) -> float:
         """Held-out completion perplexity of token lists (``bnpzoo.metrics.completion_perplexity``)."""
         from bnpzoo.perplexity import completion_perplexity
@@ -378,7 +387,7 @@ class CoupledDP(Estimator):
         self._check_fitted()
         if self.means_ is None:
             raise ValueError("predict applies to real vectors; for words use topic_word_ and perplexity()")
-        x = check_array(X, dtype=torch.float64, n_features=self.n_features_in_)
+        x = check_array(X, dtype=torch.float64, n_features=self.n_features_in_, owner="CoupledDP")
         position = {value: t for t, value in enumerate(self.group_values_)}
         index = [position.get(value) for value in np.asarray(groups).tolist()]
         if len(index) != x.shape[0] or None in index:

@@ -146,6 +146,8 @@ class HDPGD(Estimator):
         "random_state": SEED,
         "verbose": OneOf(True, False),
     }
+    _fitted_marker = "posterior_"
+    _fit_call = "fit(X, groups)"
     _fitted_attributes = ("labels_", "saliency_", "weights_", "group_weights_", "atoms_per_group_", "n_clusters_",
                           "component_means_", "elbo_trace_", "converged_", "n_iter_", "n_passes_", "fit_seconds_",
                           "n_features_in_", "groups_", "posterior_")
@@ -166,7 +168,9 @@ class HDPGD(Estimator):
 
     def _proportions(self, X, device, *, fitting: bool) -> tuple[torch.Tensor, torch.Tensor]:
         """(x, ln |dX / dY| per row) in the fit's dtype: checked, normalised, transformed."""
-        wide = check_array(X, dtype=torch.float64, device=device, n_features=None if fitting else self.n_features_in_)
+        self._feature_names(X, fitting=fitting)
+        wide = check_array(X, dtype=torch.float64, device=device, n_features=None if fitting else self.n_features_in_,
+                           owner="HDPGD")
         if self.input == "histograms":
             if (wide < 0).any():
                 raise ValueError("X holds negative entries: histograms must be non-negative")
@@ -216,8 +220,7 @@ class HDPGD(Estimator):
     def fit(self, X, groups=None):
         """Fit on proportion vectors X (N x D) in ``groups`` (N integer labels); returns self."""
         self._validate_params()
-        for name in list(self._fitted_attributes) + ["_stream_rng"]:
-            self.__dict__.pop(name, None)
+        self._forget_fit("_stream_rng")
         obs, order, _ = self._observations(X, groups, self._device_for(X), fitting=True)
         start = time.perf_counter()
         seed = int(self.random_state) if self.random_state is not None else int(torch.randint(2**31, ()))
@@ -419,10 +422,6 @@ class HDPGD(Estimator):
             g = g.replace(theta=eye[None], group_sticks=g.global_sticks[None])
         rho, r, f, lik = local_step(obs, g, tables(g), iters=LOCAL_ITERS)
         return obs, order, g, (rho, r, f, lik), log_jacobian
-
-    def _check_fitted(self):
-        if not hasattr(self, "posterior_"):
-            raise ValueError("this HDPGD is not fitted yet: call fit(X, groups) first")
 
     def predict_proba(self, X, groups=None) -> np.ndarray:
         """q(global atom k) for each row, (N, K)."""

@@ -28,7 +28,7 @@ import pyro
 import torch
 
 from bnpzoo._validation import SEED, Interval, OneOf, batch_features, check_array, is_stream
-from bnpzoo.base import MixtureEstimator
+from bnpzoo.base import MixtureEstimator, offered_if
 from bnpzoo.caller_state import keeps_caller_state
 from bnpzoo.families import ComponentPrior, TracedFamily
 from bnpzoo.inference import data_parallel
@@ -146,7 +146,7 @@ SHARED_PARAMETERS = """
 """
 FITTED = ("means_", "components_", "sticks_", "weights_", "n_clusters_", "scale_", "elbo_trace_", "phase_starts_",
           "converged_", "n_iter_", "counts_", "n_features_in_", "fit_seconds_", "mean_scale_", "stick_concentration_",
-          "elbo_seconds_")
+          "elbo_seconds_", "labels_")
 
 
 class StickMixture(MixtureEstimator):
@@ -166,8 +166,10 @@ class StickMixture(MixtureEstimator):
     def fit(self, X, y=None):
         """Fit on X (N x D); returns self."""
         self._validate_params()
+        self._forget_fit("_session", "_saved_session")
         group = self._group()
         x = check_array(X, dtype=self._dtype, device=self._device_for(X), widen=True, group=group)
+        self._feature_names(X, fitting=True)
         self._check_program(x)
         start = time.perf_counter()
         if self.random_state is not None:
@@ -196,6 +198,13 @@ class StickMixture(MixtureEstimator):
         self._record(x, point, sticks, scale, trace, seconds, n_iter, converged, start)
         return self
 
+    def _why_no_partial_fit(self):
+        if self.inference not in STOCHASTIC:
+            return (f"{type(self).__name__}(inference={self.inference!r}) has no partial_fit: a stream needs a "
+                    f"stochastic learner ({', '.join(STOCHASTIC)})")
+        return None
+
+    @offered_if(_why_no_partial_fit)
     @fit_threads
     @keeps_caller_state
     def partial_fit(self, X, y=None):
@@ -210,14 +219,13 @@ class StickMixture(MixtureEstimator):
                 raise ValueError("X is an empty stream: it gave no batch to fit")
             return self
         self._validate_params()
-        if self.inference not in STOCHASTIC:
-            raise ValueError(f"partial_fit needs a stochastic learner ({', '.join(STOCHASTIC)}), "
-                             f"not inference={self.inference!r}")
         fitted = getattr(self, "means_", None)  # a stream keeps the precision and device its first batch set
         group = self._group()
+        self._feature_names(X, fitting=fitted is None)
         x = check_array(X, dtype=self._dtype if fitted is None else fitted.dtype,
                         device=self._device_for(X) if fitted is None else fitted.device,
-                        n_features=getattr(self, "n_features_in_", None), widen=fitted is None, group=group)
+                        n_features=getattr(self, "n_features_in_", None), widen=fitted is None, group=group,
+                        owner=type(self).__name__)
         if getattr(self, "_session", None) is None:
             self._check_program(x)
         start = time.perf_counter()
@@ -437,12 +445,18 @@ class StickMixture(MixtureEstimator):
         family, group, means = self._family(), self._group(), point["means"]
         log_w = stick_breaking_log_weights(sticks)
         owners = torch.zeros(means.shape[0], dtype=torch.long, device=x.device)
+        labels = torch.empty(x.shape[0], dtype=torch.long, device=x.device)
         for rows in passes(x, means.shape[0]):
-            owners += torch.bincount((log_w + family.log_density(x[rows], point)).argmax(1),
-                                     minlength=means.shape[0])
+            labels[rows] = (log_w + family.log_density(x[rows], point)).argmax(1)
+            owners += torch.bincount(labels[rows], minlength=means.shape[0])
         (owners,) = data_parallel.all_sum([owners], group)
         order = torch.argsort(log_w, descending=True)
         keep = order[owners[order] > 0]
+        # each row's cluster in the kept order: predict(X) on the rows fitted (this rank's, in a
+        # data-parallel fit; the last batch's, in a stream)
+        rank = torch.empty_like(owners)
+        rank[keep] = torch.arange(keep.numel(), device=keep.device)
+        self.labels_ = rank[labels].cpu().numpy()
         weights = log_w[keep].exp()
         self.means_, self.weights_, self.n_clusters_ = means[keep], weights / weights.sum(), int(keep.numel())
         # the learned spreads, one per cluster ({} for a fixed scale)

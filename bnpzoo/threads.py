@@ -18,13 +18,21 @@ So bnpzoo does two things:
 
 ``BNPZOO_THREADS`` overrides both: a number fixes the threads of every fit, ``off`` leaves torch's
 settings alone (neither the wait policy nor the threads are touched).
+
+Fits in several Python threads (a threaded ``GridSearchCV``, a user's thread pool) take turns:
+Pyro's effect handlers, its parameter store, the global generators a fit seeds and torch's thread
+setting are all process-wide, so two fits at once would trace each other's sample sites. Each fit
+or ``partial_fit`` holds ``FIT_TURN`` throughout, and gets the result it would get alone; torch's
+own threads still parallelise each fit, and predictions run concurrently.
 """
 
 import functools
 import os
 import sys
+import threading
 
 SMALL_WORK = 2 * 10**7  # rows x clusters x features a step below which one thread does as well
+FIT_TURN = threading.RLock()  # one fit at a time in a process (the module docstring); reentrant: a stream's batches
 
 
 def prefer_passive_wait() -> None:
@@ -47,19 +55,21 @@ def threads_for(work: float) -> int | None:
 
 
 def fit_threads(method):
-    """Decorate an estimator's ``fit`` / ``partial_fit(X, ...)``: it runs with ``threads_for`` the
-    estimator's ``_step_work(X)`` threads, and torch's setting is restored afterwards."""
+    """Decorate an estimator's ``fit`` / ``partial_fit(X, ...)``: it runs in its turn (``FIT_TURN``)
+    with ``threads_for`` the estimator's ``_step_work(X)`` threads, and torch's setting is restored
+    afterwards."""
 
     @functools.wraps(method)
     def fit(self, X, *args, **kwargs):
         import torch
 
-        threads, previous = threads_for(self._step_work(X)), torch.get_num_threads()
-        if threads is not None:
-            torch.set_num_threads(threads)
-        try:
-            return method(self, X, *args, **kwargs)
-        finally:
-            torch.set_num_threads(previous)
+        with FIT_TURN:
+            threads, previous = threads_for(self._step_work(X)), torch.get_num_threads()
+            if threads is not None:
+                torch.set_num_threads(threads)
+            try:
+                return method(self, X, *args, **kwargs)
+            finally:
+                torch.set_num_threads(previous)
 
     return fit
