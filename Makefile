@@ -17,7 +17,7 @@ comma := ,
 # $(call environment,FOLDER,PIP CONSTRAINT FLAGS,EXTRAS): a new virtual environment in FOLDER
 define environment
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11) and "bnpzoo needs Python 3.11 or newer: make PYTHON=python3.11 ...")'
-	@echo "==> building $(1)/ from nothing (about 3 minutes the first time; later runs reuse it)"
+	@echo "==> building $(1)/ from nothing (1 to 3 minutes the first time; later runs reuse it)"
 	rm -rf $(1)
 	$(PYTHON) -m venv $(1)
 	$(1)/bin/python -m pip install --upgrade $(2) pip
@@ -63,8 +63,12 @@ bench: $(VENV)/.installed
 	$(VENV)/bin/python benchmarks/bench_coupled_documents.py
 	$(VENV)/bin/python benchmarks/bench_coupled_rhat.py
 
+# The tutorials as notebooks, executed (outputs and figures in place) by the set-up's own nbclient
+# and ipykernel: they open in any notebook viewer, and rerun in Jupyter or VS Code.
 notebooks: $(VENV)/.installed
-	$(VENV)/bin/jupytext --to notebook tutorials/*.py
+	cd tutorials && ../$(VENV)/bin/python -c "import sys, jupytext, nbclient; \
+	  [jupytext.write(nbclient.NotebookClient(jupytext.read(p), timeout=600, kernel_name='python3').execute(), \
+	   p[:-3] + '.ipynb') for p in sys.argv[1:]]" *.py
 
 clean:
 	rm -rf $(VENV) $(LATEST) results *.egg-info

@@ -14,6 +14,7 @@ file), and rank 0 prints the results, scored on every row.
 import argparse
 import json
 import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -83,6 +84,9 @@ def _load(args, model: str | None):
     None: the numeric data of ``bnpzoo compare``."""
     entry = MODELS[model] if model else None
     grouped = entry is not None and entry.grouped
+    if entry is not None and args.groups and not (grouped or entry.needs_groups):
+        takers = [name for name, e in MODELS.items() if e.grouped or e.needs_groups]
+        raise UsageError(f"{model} takes no groups: --groups applies to {' and '.join(takers)}")
     dataset = datasets.load(args.data, labels=args.labels, groups=args.groups, as_corpus=grouped)
     held_out = read_corpus(args.test_data) if args.test_data else None
     if grouped != isinstance(dataset, Corpus):
@@ -121,7 +125,7 @@ def run_grouped(model: str, inference: str, corpus, held_out, args, options: dic
     est = _estimator(model, inference, args, options).fit(corpus)
     return {
         "model": model, "inference": inference, "data": corpus.name, "n": est.n_tokens_, "d": est.n_features_in_,
-        "truncation": est.truncation_, "k_used": est.n_clusters_, "nmi": None, "acc": None,
+        "truncation": est.truncation_, "k_used": est.n_clusters_, "nmi": None, "nmi_arithmetic": None, "acc": None,
         "perplexity": None if held_out is None else round(est.perplexity(held_out), 2),
         "seconds": round(est.fit_seconds_, 4), "iterations": est.n_iter_, "elbo": None,
         "log_joint": float(est.samples_["log_joint"][:, -1].max()),
@@ -161,6 +165,7 @@ def _scores(dataset, pred) -> dict:
     labels = dataset.labels
     return {"data": dataset.name, "n": int(dataset.X.shape[0]), "d": int(dataset.X.shape[1]),
             "k_used": clusters_used(pred), "nmi": None if labels is None else round(nmi(labels, pred), 4),
+            "nmi_arithmetic": None if labels is None else round(nmi(labels, pred, "arithmetic"), 4),
             "acc": None if labels is None else round(acc(labels, pred), 4)}
 
 
@@ -189,9 +194,10 @@ def _json_line(value) -> str:
 
 
 def _table(records: list) -> str:
-    cols = ["model", "inference", "k_used", "nmi", "acc", "seconds", "iterations", "elbo"]
+    cols = ["model", "inference", "k_used", "nmi", "nmi_arithmetic", "acc", "seconds", "iterations", "elbo"]
+    heads = {"nmi": "nmi(max)", "nmi_arithmetic": "nmi(arith)"}
     fmt = lambda v: "-" if v is None else (f"{v:.4g}" if isinstance(v, float) else str(v))
-    rows = [cols] + [[fmt(r[c]) for c in cols] for r in records]
+    rows = [[heads.get(c, c) for c in cols]] + [[fmt(r[c]) for c in cols] for r in records]
     widths = [max(len(row[i]) for row in rows) for i in range(len(cols))]
     return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths)) for row in rows)
 
@@ -215,8 +221,20 @@ def _topics(record: dict, shown: int = 10, words: int = 8) -> str:
     return "\n".join(lines)
 
 
+def _writable(folder: Path, option: str) -> None:
+    """Check, before any fit, that ``folder`` exists or can be made, and takes a file."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as err:
+        raise UsageError(f"{option} {folder}: cannot write there ({err.strerror or err})") from None
+
+
 def cmd_fit(args, extra) -> None:
     options = _model_options(args.model, extra)
+    if args.save:
+        _writable(Path(args.save).parent, "--save")
     args.inference = args.inference or MODELS[args.model].default_learner
     group = data_parallel.world_group(args.device) if data_parallel.launched() else None
     if group is not None and MODELS[args.model].grouped:
@@ -269,6 +287,8 @@ def cmd_compare(args, extra) -> None:
         raise UsageError(f"bnpzoo compare: unrecognized arguments: {' '.join(extra)}")
     if args.save:
         raise UsageError("bnpzoo compare fits many models: --save applies to bnpzoo fit")
+    out = Path(args.out)
+    _writable(out, "--out")
     dataset, _ = _load(args, None)
     # hdp-gd rows where the data has groups (its proportions are checked by the fit)
     runs = [(model, learner) for model, entry in MODELS.items()
@@ -286,8 +306,6 @@ def cmd_compare(args, extra) -> None:
     print(_table(records))
     from bnpzoo.plots import comparison_figure
 
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
     figure = out / f"compare-{dataset.name.split(':')[0]}.png"
     comparison_figure(records, dataset, figure)
     print(f"figure: {figure}")

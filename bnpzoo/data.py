@@ -152,26 +152,52 @@ def load_file(path) -> np.ndarray:
     return X
 
 
+def _number(field: str) -> bool:
+    try:
+        float(field)
+    except ValueError:
+        return False
+    return True
+
+
 def _read_csv(path: Path) -> np.ndarray:
-    """Numbers separated by commas; a first line that is not numeric is taken as a header."""
-    lines = [ln for ln in path.read_text().splitlines() if ln.strip()]
+    """Numbers separated by commas, in UTF-8 (a byte-order mark is skipped). The first line is a
+    header when none of its fields is a number and one is not empty (a data row with an empty
+    field is a missing value, an error, never a header). pandas' ``to_csv`` index column (an
+    empty first header field over the row numbers 0, 1, ...) is dropped, not taken as a feature.
+    Every error names the file, the line and, where there is a header, the column."""
+    try:
+        text = path.read_bytes().decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        byte = err.object[err.start:err.start + 1]
+        raise ValueError(f"data file {path} is not UTF-8 text (byte {err.start}: {byte!r}): save it as UTF-8 CSV") \
+            from None
+    lines = [(number, line) for number, line in enumerate(text.splitlines(), 1) if line.strip()]
     if not lines:
         raise ValueError(f"data file {path} is empty")
-    try:
-        [float(tok) for tok in lines[0].split(",")]
-    except ValueError:
-        lines = lines[1:]
+    first = [field.strip().strip('"') for field in lines[0][1].split(",")]
+    header = None
+    if not any(_number(field) for field in first) and any(first):
+        header, lines = first, lines[1:]
     rows = []
-    for i, line in enumerate(lines, start=1):
-        try:
-            rows.append([float(tok) for tok in line.split(",")])
-        except ValueError:
-            raise ValueError(f"data file {path}: row {i} is not numeric: {line[:60]!r}") from None
+    for number, line in lines:
+        fields = [field.strip() for field in line.split(",")]
+        for column, field in enumerate(fields):
+            if not _number(field):
+                name = f" ({header[column]!r})" if header and column < len(header) and header[column] else ""
+                problem = (f"is not a number: {field[:30]!r}" if field
+                           else "is empty (a missing value: fill or drop it)")
+                raise ValueError(f"data file {path}: line {number}, column {column + 1}{name} {problem}")
+        rows.append([float(field) for field in fields])
     if not rows:
         raise ValueError(f"data file {path} has no data rows")
-    if len({len(r) for r in rows}) != 1:
-        raise ValueError(f"data file {path}: rows have different numbers of columns")
-    return np.array(rows)
+    widths = {len(r) for r in rows}
+    if len(widths) != 1:
+        raise ValueError(f"data file {path}: rows have different numbers of columns ({sorted(widths)})")
+    X = np.array(rows)
+    if header is not None and header[0] in ("", "Unnamed: 0") and np.array_equal(X[:, 0], np.arange(len(X))):
+        X = X[:, 1:]  # pandas' index
+    return X
 
 
 def load(spec: str, labels=None, groups=None, *, as_corpus: bool | None = None) -> Dataset | Corpus:

@@ -37,7 +37,9 @@ def test_csv_with_header_and_labels(tmp_path):
 
 @pytest.mark.parametrize("content, labels, message", [
     ("1,2\n3\n", None, "columns"),
-    ("1,2\nx,4\n", None, "not numeric"),
+    ("1,2\nx,4\n", None, "line 2, column 1 is not a number: 'x'"),
+    ("a,b\n1,2\n3,x\n", None, r"line 3, column 2 \('b'\) is not a number"),
+    ("1,,3\n4,5,6\n", None, "line 1, column 2 is empty"),  # a missing value, not a header
     ("1,2\n3,4\n", "0\n", "1 labels for 2 rows"),
     ("1,2\n3,4\n", "0\nb\n", "integer"),
     ("", None, "empty"),
@@ -45,3 +47,29 @@ def test_csv_with_header_and_labels(tmp_path):
 def test_corrupt_files_name_the_problem(tmp_path, content, labels, message):
     with pytest.raises(ValueError, match=message):
         load_written(tmp_path, "x.csv", content, labels=labels)
+
+
+@pytest.mark.parametrize("content, rows", [
+    ("\ufeff1,2\n3,4\n", [[1, 2], [3, 4]]),  # a byte-order mark: no header, both rows kept
+    ("\ufeffa,b\n1,2\n", [[1, 2]]),
+    (",a,b\n0,1.5,2\n1,3,4\n2,5,6\n", [[1.5, 2], [3, 4], [5, 6]]),  # pandas' to_csv: its index dropped
+    ("id,a\n7,1\n9,2\n", [[7, 1], [9, 2]]),  # a named column of other numbers is data
+    ('"a","b"\n1,2\n', [[1, 2]]),
+])
+def test_csv_headers_are_found_by_rule_and_pandas_index_columns_are_not_features(tmp_path, content, rows):
+    (tmp_path / "x.csv").write_text(content, encoding="utf-8")
+    assert data.load(str(tmp_path / "x.csv")).X.tolist() == rows
+
+
+def test_a_csv_written_by_pandas_loads_as_its_frame(tmp_path):
+    import pandas as pd
+
+    frame = pd.DataFrame(np.random.default_rng(0).normal(size=(20, 3)), columns=["x", "y", "z"])
+    frame.to_csv(tmp_path / "x.csv")
+    assert np.allclose(data.load(str(tmp_path / "x.csv")).X, frame.to_numpy())
+
+
+def test_a_csv_that_is_not_utf8_is_named(tmp_path):
+    (tmp_path / "latin.csv").write_bytes("a,b\n1,caf\xe9\n".encode("latin-1"))
+    with pytest.raises(ValueError, match=r"latin.csv is not UTF-8 text \(byte 9"):
+        data.load(str(tmp_path / "latin.csv"))

@@ -9,8 +9,10 @@ import warnings
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
+from scipy import sparse
 
 import bnpzoo.guides
 import bnpzoo.inference
@@ -44,6 +46,11 @@ DATA = {
     "float64 tensor": torch.as_tensor(BASE), "fortran slice": np.asfortranarray(BASE)[::2],
     "wide 20 x 300": RNG.normal(size=(20, 300)), "object with None": np.array([[1.0, None], [2.0, 3.0]], dtype=object),
     "None": None, "string": "data.csv",
+    # scientific Python's other containers (issue 38's second fuzz)
+    "tuples": [tuple(row) for row in BASE.tolist()], "reversed rows": BASE[::-1], "reversed columns": BASE[:, ::-1],
+    "DataFrame": pd.DataFrame(BASE, columns=["a", "b", "c"]),
+    "DataFrame with text": pd.DataFrame({"a": BASE[:, 0], "b": ["x"] * len(BASE)}),
+    "scipy sparse": sparse.csr_matrix(BASE),
 }
 ESTIMATORS = {
     "dpgmm vmm": lambda: DPGMM(truncation=10, random_state=0),
@@ -157,6 +164,9 @@ CLI = [
     ["fit", "dp-gmm", "--data", "digits", "--checkpoint", "run"],
     ["fit", "dp-gmm", "--data", "digits", "--test-data", "x.txt"],
     ["fit", "dp-gmm", "--data", "digits", "--device", "gpu"],
+    ["fit", "dp-gmm", "--data", "hdp-gd", "--groups", "groups.txt"],  # takes no groups: refused, not ignored
+    ["compare", "--data", "blobs:n=100", "--out", "/proc/none"],  # refused before any fit
+    ["fit", "dp-gmm", "--data", "blobs:n=100", "--save", "/proc/none/model.pt"],
     ["compare", "--data", "blobs:n=100", "--bogus"], ["fit"], ["nothing"], [],
     ["fit", "dp-gmm", "--data", "digits", "--batch-size", "0", "--inference", "sga"],
     ["fit", "dp-gmm", "--data", "digits", "--learning-rate", "1e10", "--inference", "sga", "--iters", "40"],

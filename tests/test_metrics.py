@@ -27,3 +27,17 @@ def test_nmi_uses_max_normalisation_and_acc_the_hungarian_map():
 def test_metrics_reject_mismatched_lengths():
     with pytest.raises(ValueError, match="length"):
         nmi([0, 1], [0, 1, 1])
+
+
+def test_nmi_names_its_normalisation_and_the_arithmetic_one_is_scikit_learns():
+    from sklearn.metrics import normalized_mutual_info_score
+
+    rng = np.random.default_rng(0)
+    truth, pred = rng.integers(0, 4, 300), rng.integers(0, 6, 300)
+    pred[:200] = truth[:200]
+    for average in ("arithmetic", "geometric", "min", "max"):
+        assert nmi(truth, pred, average) == pytest.approx(normalized_mutual_info_score(truth, pred,
+                                                                                      average_method=average))
+    assert nmi(truth, pred) == nmi(truth, pred, "max") < nmi(truth, pred, "arithmetic")
+    with pytest.raises(ValueError, match="normalisation must be one of"):
+        nmi(truth, pred, "mean")

@@ -3,7 +3,6 @@
 estimators are refused in one line."""
 
 import json
-import os
 import pickle
 import subprocess
 import sys
