@@ -182,7 +182,7 @@ def bench_means(seeds):
             cells = [f"{peer_error:.4f}"]
             for label, prior in PRIORS.items():
                 est = DPGMM(truncation=20, random_state=seed, **prior).fit(X)
-                error = mean_error(generating, est.means_.numpy())
+                error = mean_error(generating, est.means_)
                 ratios[label].append(error / peer_error)
                 cells.append(f"{error:.4f} ({error / peer_error:.2f}, {est.n_clusters_})")
             rows.append((f"d={d}, seed {seed}", f"{mean_error(generating, truth):.4f}", *cells))

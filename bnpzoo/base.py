@@ -29,6 +29,40 @@ FORMAT_VERSION = 1
 PREDICT_ROWS = 16384  # rows per block in predict_proba: the block's table stays in cache
 
 
+def as_numpy(value):
+    """A fitted value as the caller sees it: tensors as numpy arrays (on the CPU: the same memory,
+    no copy), through dicts; anything else as it is."""
+    if isinstance(value, dict):
+        return {k: as_numpy(v) for k, v in value.items()}
+    return value.detach().cpu().numpy() if isinstance(value, torch.Tensor) else value
+
+
+class FittedTensor:
+    """A fitted parameter that bnpzoo's own code keeps as a torch tensor on the fit's device, in
+    the estimator's ``tensors_`` dict, and that a caller reads as a numpy array (scikit-learn's
+    convention): ``est.means_`` is numpy, ``est.tensors_["means_"]`` the tensor. Assignments store
+    into ``tensors_``; a dict of tensors reads as a dict of arrays."""
+
+    def __init__(self, default=None, *, has_default=False):
+        self.default, self.has_default = default, has_default
+
+    def __set_name__(self, owner, name):
+        self.name = name
+
+    def __get__(self, obj, owner=None):
+        if obj is None:
+            return self
+        tensors = obj.__dict__.get("tensors_", {})
+        if self.name in tensors:
+            return as_numpy(tensors[self.name])
+        if self.has_default:
+            return self.default
+        raise AttributeError(f"{type(obj).__name__} has no {self.name}: it is set by fit")
+
+    def __set__(self, obj, value):
+        obj.__dict__.setdefault("tensors_", {})[self.name] = value
+
+
 def _to_cpu(value):
     """A fitted value as ``torch.load(weights_only=True)`` reads it: tensors on the CPU, numpy
     arrays as tagged tensors (``_from_saved`` turns them back), through dicts, lists and tuples
@@ -168,8 +202,13 @@ class Estimator:
     def _forget_fit(self, *private) -> None:
         """A new ``fit`` starts from nothing an earlier fit left (its fitted attributes and the
         ``private`` state named), as scikit-learn's ``fit`` does."""
-        for name in (*self._fitted_attributes, *private):
+        for name in (*self._fitted_attributes, *private, "tensors_"):
             self.__dict__.pop(name, None)
+
+    def _fitted(self, name):
+        """A fitted value as bnpzoo's code uses it: the tensor behind a ``FittedTensor``."""
+        tensors = self.__dict__.get("tensors_", {})
+        return tensors[name] if name in tensors else getattr(self, name)
 
     def _check_fitted(self):
         """scikit-learn's NotFittedError (a ValueError and an AttributeError) before a fit."""
@@ -232,7 +271,7 @@ class Estimator:
         if not folder.is_dir():
             raise FileNotFoundError(f"cannot save to {path}: the folder {folder} does not exist")
         names = (*self._fitted_attributes, *(["feature_names_in_"] if hasattr(self, "feature_names_in_") else []))
-        state = {name: _to_cpu(getattr(self, name)) for name in names}
+        state = {name: _to_cpu(self._fitted(name)) for name in names}
         params = {k: v for k, v in self.get_params().items() if k not in self._unsaved_params}
         torch.save({"format": FORMAT_VERSION, "class": type(self).__name__, "params": params, "state": state,
                     "resume": _to_cpu(self._resume_state())}, path)
@@ -277,7 +316,8 @@ class MixtureEstimator(Estimator):
     def _input(self, X) -> torch.Tensor:
         self._check_fitted()
         self._feature_names(X, fitting=False)
-        return check_array(X, dtype=self.means_.dtype, device=self.means_.device, n_features=self.n_features_in_,
+        means = self._fitted("means_")
+        return check_array(X, dtype=means.dtype, device=means.device, n_features=self.n_features_in_,
                            owner=type(self).__name__)
 
     # -- prediction ------------------------------------------------------------------------

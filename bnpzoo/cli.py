@@ -157,7 +157,7 @@ def _fitted_dtype(est) -> str:
     """The precision the fit ran in: the ``dtype`` asked for, or float64 where the data sat too far
     from zero for float32 (``check_array(widen=True)``)."""
     means = getattr(est, "means_", None)
-    return str(means.dtype if isinstance(means, torch.Tensor) else est._dtype).removeprefix("torch.")
+    return str(est._dtype if means is None else means.dtype).removeprefix("torch.")
 
 
 def _scores(dataset, pred) -> dict:
@@ -214,7 +214,7 @@ def _topics(record: dict, shown: int = 10, words: int = 8) -> str:
     lines = [f"bnpzoo coupled-dp on {record['data']}: " + ", ".join(numbers)]
     if est.topic_word_ is not None:
         for k in range(min(shown, est.n_clusters_)):
-            top = torch.argsort(est.topic_word_[k], descending=True)[:words].tolist()
+            top = np.argsort(-est.topic_word_[k], kind="stable")[:words].tolist()
             lines.append(f"topic {k:2d} ({float(est.weights_[k]):5.1%}): " + " ".join(est.vocabulary_[i] for i in top))
         if est.n_clusters_ > shown:
             lines.append(f"... and {est.n_clusters_ - shown} smaller topics")

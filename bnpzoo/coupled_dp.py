@@ -18,7 +18,7 @@ import pyro
 import torch
 
 from bnpzoo._validation import SEED, AnyOf, Folder, Interval, OneOf, check_array
-from bnpzoo.base import Estimator
+from bnpzoo.base import Estimator, FittedTensor
 from bnpzoo.caller_state import keeps_caller_state
 from bnpzoo.corpus import Corpus, as_words
 from bnpzoo.diagnostics import arviz
@@ -160,6 +160,9 @@ class CoupledDP(Estimator):
         "verbose": OneOf(True, False),
     }
     _fit_call = "fit(X, groups)"
+    # the fitted parameters: numpy arrays to the caller, tensors in ``tensors_`` (``bnpzoo.base.FittedTensor``)
+    weights_, group_weights_, topic_word_ = FittedTensor(), FittedTensor(), FittedTensor()
+    means_, precisions_ = FittedTensor(), FittedTensor()
     _fitted_attributes = ("q_", "n_groups_", "n_clusters_", "weights_", "topic_word_", "vocabulary_", "means_",
                           "precisions_", "n_features_in_", "n_tokens_", "n_iter_", "fit_seconds_",
                           "sampling_seconds_", "tokens_per_second_", "rhat_", "samples_", "group_values_",
@@ -371,7 +374,7 @@ class CoupledDP(Estimator):
             raise ValueError("perplexity applies to word data; this model was fitted on real vectors")
         docs = docs.docs if isinstance(docs, Corpus) else docs
         docs = as_words(docs)  # as in fit; a document given as one string is refused by the metric
-        return completion_perplexity(self.topic_word_.cpu().numpy(), self.vocabulary_, docs)
+        return completion_perplexity(self.topic_word_, self.vocabulary_, docs)
 
     def to_arviz(self):
         """The chains' summaries as ArviZ InferenceData (``arviz.from_pyro``), for R-hat and ESS."""
@@ -392,5 +395,6 @@ class CoupledDP(Estimator):
         index = [position.get(value) for value in np.asarray(groups).tolist()]
         if len(index) != x.shape[0] or None in index:
             raise ValueError(f"groups must hold one of the fitted groups {self.group_values_} for each row")
-        density = gibbs.gaussian_log_density(x, {"mean": self.means_, "precision": self.precisions_})
-        return (self.group_weights_.log()[index] + density).argmax(1).cpu().numpy()
+        fitted = {"mean": self._fitted("means_"), "precision": self._fitted("precisions_")}
+        density = gibbs.gaussian_log_density(x, fitted)
+        return (self._fitted("group_weights_").log()[index] + density).argmax(1).cpu().numpy()

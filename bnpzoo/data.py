@@ -139,7 +139,10 @@ def load_file(path) -> np.ndarray:
         try:  # read in place: a fit streams a large file instead of loading it (``bnpzoo.mapped``)
             X = np.load(path, mmap_mode="r", allow_pickle=False)
         except ValueError:  # arrays that cannot be mapped (objects), refused by the plain load
-            X = np.load(path, allow_pickle=False)
+            try:
+                X = np.load(path, allow_pickle=False)
+            except (ValueError, OSError, EOFError) as err:
+                raise ValueError(f"data file {path} is not a numeric .npy array ({err})") from None
         if X.dtype.kind == "f" and X.ndim in (1, 2):
             return X if X.ndim == 2 else X[:, None]
     elif path.suffix == ".csv":

@@ -24,11 +24,12 @@ for the Laplace) and K for the logit sticks: g of a cluster of weight pi_k is ab
 import inspect
 import time
 
+import numpy as np
 import pyro
 import torch
 
 from bnpzoo._validation import SEED, Interval, OneOf, batch_features, check_array, is_stream
-from bnpzoo.base import MixtureEstimator, offered_if
+from bnpzoo.base import FittedTensor, MixtureEstimator, as_numpy, offered_if
 from bnpzoo.caller_state import keeps_caller_state
 from bnpzoo.families import ComponentPrior, TracedFamily
 from bnpzoo.inference import data_parallel
@@ -138,7 +139,8 @@ SHARED_PARAMETERS = """
     ``counts_`` (expected training samples per cluster), ``n_features_in_``, ``fit_seconds_``,
     ``elbo_seconds_`` (wall time since the start of the fit call, initialisation included, of each
     value in ``elbo_trace_``; the SVI learners evaluate the bound every 10 steps on a fixed
-    minibatch).
+    minibatch), ``labels_`` (each training row's cluster). The arrays are numpy arrays, as
+    scikit-learn's; the tensors behind them, on the fit's device, are ``tensors_["means_"]``, ...
 
     ``partial_fit(X)`` (the papers' learners): one pass of minibatch steps over X, resuming the previous
     call's parameters and optimizer state; each batch stands in for the data set (N = len(X)). X may
@@ -158,7 +160,10 @@ class StickMixture(MixtureEstimator):
     """
 
     _fitted_attributes = FITTED
-    components_: dict = {}  # read-only default: files saved before the learned spreads hold none
+    # the fitted parameters: numpy arrays to the caller, tensors on the fit's device in ``tensors_``
+    means_, weights_, sticks_, counts_ = FittedTensor(), FittedTensor(), FittedTensor(), FittedTensor()
+    scale_, mean_scale_, stick_concentration_ = FittedTensor(), FittedTensor(), FittedTensor()
+    components_ = FittedTensor({}, has_default=True)  # files saved before the learned spreads hold none
 
     # -- fitting -----------------------------------------------------------------------------
     @fit_threads
@@ -180,7 +185,7 @@ class StickMixture(MixtureEstimator):
             check_closed_form("vmm", "vmm", family)
             init_means, labels, self.scale_, prior_mean, _ = self._start(x, self._start_sample(x, KMEANS_SAMPLE),
                                                                          label_all=True)
-            prior = self._component_prior(x, prior_mean, self.scale_)
+            prior = self._component_prior(x, prior_mean, self._fitted("scale_"))
             fit = fit_vmm(x, labels, init_means.shape[0], family=family, prior=prior,
                           hard=self._hard_assignments(), pruning_precision=self._pruning_precision(),
                           max_iter=self.max_iter, tol=self.tol, prune_threshold=self.prune_threshold,
@@ -219,7 +224,7 @@ class StickMixture(MixtureEstimator):
                 raise ValueError("X is an empty stream: it gave no batch to fit")
             return self
         self._validate_params()
-        fitted = getattr(self, "means_", None)  # a stream keeps the precision and device its first batch set
+        fitted = getattr(self, "tensors_", {}).get("means_")  # a stream keeps its first batch's precision and device
         group = self._group()
         self._feature_names(X, fitting=fitted is None)
         x = check_array(X, dtype=self._dtype if fitted is None else fitted.dtype,
@@ -417,7 +422,8 @@ class StickMixture(MixtureEstimator):
     def _restore_session(self, state) -> StochasticSession:
         """The session of ``state`` on a fresh guide and optimizer of this estimator's learner."""
         k = int(state["model_kwargs"]["truncation"])
-        means = torch.zeros(k, self.n_features_in_, dtype=self.means_.dtype, device=self.means_.device)
+        fitted = self._fitted("means_")
+        means = torch.zeros(k, self.n_features_in_, dtype=fitted.dtype, device=fitted.device)
         prior = state["prior"]
         component_prior, init_stats = None, None
         if state.get("component_prior") is not None:  # a natural guide's shapes; load_state_dict sets its values
@@ -436,7 +442,8 @@ class StickMixture(MixtureEstimator):
             self.phase_starts_ = list(self._session.phase_starts)
         self.n_iter_, self.converged_ = n_iter, bool(converged)
         self.fit_seconds_ = time.perf_counter() - start
-        self._check_finite(bound=self.elbo_trace_, means=self.means_, weights=self.weights_, scale=self.scale_)
+        self._check_finite(bound=self.elbo_trace_, **{name: self._fitted(f"{name}_") for name in ("means", "weights",
+                                                                                                    "scale")})
 
     def _finalise(self, x, point, sticks, scale):
         """Order clusters by weight and keep those that own a training sample ([PYPM-sVMM] V.D); in a
@@ -462,24 +469,25 @@ class StickMixture(MixtureEstimator):
         # the learned spreads, one per cluster ({} for a fixed scale)
         self.components_ = {name: value[keep] for name, value in point.items()
                             if name != "means" and family.learns_spread}
-        self.sticks_ = weights_to_sticks(self.weights_)
+        self.sticks_ = weights_to_sticks(self._fitted("weights_"))
         # renormalising the kept weights shifts every column alike: the softmax is unchanged
-        self.counts_ = x.new_zeros(self.n_clusters_)
+        counts = x.new_zeros(self.n_clusters_)
         for rows in passes(x, self.n_clusters_):
-            self.counts_ += torch.softmax(self._log_joint_table(x[rows]), 1).sum(0)
-        (self.counts_,) = data_parallel.all_sum([self.counts_], group)
+            counts += torch.softmax(self._log_joint_table(x[rows]), 1).sum(0)
+        (counts,) = data_parallel.all_sum([counts], group)
+        self.counts_, std = counts, self._fitted("scale_")
         # posterior factors for ArviZ: the mean-field guide's own scales where it has them, else
         # the Laplace approximation at the point estimate, precision N_k I + lambda0 / std^2 per
         # feature (the conjugate factor N(mean_k, std^2 / (N_k + lambda0)) for the Gaussian), and
         # the sticks' conjugate factors q(v_k) = Beta(a_k + N_k, b_k + N_{>k})
         if family.learns_spread:  # the conjugate factor's spread of the mean, Sigma_k / (N_k + kappa0) per feature
             variances = family.variances(self._point())
-            laplace = (variances / (self.counts_[:, None] + self._prior_precision())).sqrt()
+            laplace = (variances / (counts[:, None] + self._prior_precision())).sqrt()
         else:
-            information = family.location_information(self.scale_).to(x) * torch.ones_like(self.means_)
-            laplace = (self.counts_[:, None] * information + self._prior_precision() / self.scale_**2).rsqrt()
+            information = family.location_information(std).to(x) * torch.ones_like(self._fitted("means_"))
+            laplace = (counts[:, None] * information + self._prior_precision() / std**2).rsqrt()
         self.mean_scale_ = scale[keep] if scale is not None else laplace
-        self.stick_concentration_ = torch.stack(conjugate_sticks(self.counts_, **self._stick_prior()))
+        self.stick_concentration_ = torch.stack(conjugate_sticks(counts, **self._stick_prior()))
 
     def _prior_precision(self) -> float:
         return self.prior_precision
@@ -494,37 +502,37 @@ class StickMixture(MixtureEstimator):
     def _point(self) -> dict:
         """The fitted clusters' point estimates, as the family's ``log_density`` takes them: the
         means and the learned spreads (``components_``), or the fixed scale."""
-        if self.components_:
-            return {"means": self.means_, **self.components_}
-        return {"means": self.means_, "std": self.scale_}
+        means, components = self._fitted("means_"), self._fitted("components_")
+        return {"means": means, **components} if components else {"means": means, "std": self._fitted("scale_")}
 
     @property
-    def covariances_(self) -> torch.Tensor:
+    def covariances_(self) -> np.ndarray:
         """The clusters' covariances at the fitted precisions, in scikit-learn's shapes: (K, D, D)
         full, (K, D) diag and fixed, (K,) spherical."""
         self._check_fitted()
-        return self._family().covariances(self._point())
+        return as_numpy(self._family().covariances(self._point()))
 
     def _logits(self, x, out=None):
         """The log joint table up to a constant per row. Gaussian components of a fixed scale: ln pi_k
         - sum_d mu_kd^2 / (2 std_d^2) + sum_d x_nd mu_kd / std_d^2, one matrix product and one add."""
-        if getattr(self._family(), "rho", None) != 2.0 or self.components_:
+        if getattr(self._family(), "rho", None) != 2.0 or self._fitted("components_"):
             return super()._logits(x, out)
-        var = self.scale_**2
-        bias = self.weights_.log() - (self.means_ * self.means_ / var).sum(1) / 2
-        return torch.mm(x, (self.means_ / var).T, out=out).add_(bias)
+        means, var = self._fitted("means_"), self._fitted("scale_")**2
+        bias = self._fitted("weights_").log() - (means * means / var).sum(1) / 2
+        return torch.mm(x, (means / var).T, out=out).add_(bias)
 
     def _log_joint_table(self, x):
-        return self.weights_.log() + self._family().log_density(x, self._point())
+        return self._fitted("weights_").log() + self._family().log_density(x, self._point())
 
     def _posterior_draws(self, num_draws, rng):
-        as_tensor = lambda a: torch.as_tensor(a, dtype=self.means_.dtype, device=self.means_.device)
-        noise = as_tensor(rng.standard_normal((num_draws,) + tuple(self.means_.shape)))
-        c1, c0 = self.stick_concentration_.cpu().double().numpy()
+        means = self._fitted("means_")
+        as_tensor = lambda a: torch.as_tensor(a, dtype=means.dtype, device=means.device)
+        noise = as_tensor(rng.standard_normal((num_draws,) + tuple(means.shape)))
+        c1, c0 = self.stick_concentration_.astype(np.float64)
         sticks = as_tensor(rng.beta(c1, c0, size=(num_draws, c1.size)))
-        draws = {"v": sticks, "mu": self.means_ + self.mean_scale_ * noise,
+        draws = {"v": sticks, "mu": means + self._fitted("mean_scale_") * noise,
                  "weights": stick_breaking_log_weights(sticks).exp()}
-        if self.components_:  # the program's site: the clusters' precisions, held at their fitted values
+        if self._fitted("components_"):  # the program's site: the clusters' precisions, held at their fitted values
             precision = self._family().precision(self._point())
             draws["precision"] = precision.expand((num_draws,) + tuple(precision.shape))
         return draws

@@ -43,8 +43,7 @@ def comparison_figure(records: list, dataset, path) -> None:
                 else "no labels given")
 
     for name, r, colour in zip(names, records, colours):
-        w = r["_estimator"].weights_
-        w = np.sort(w.cpu().numpy() if hasattr(w, "cpu") else np.asarray(w))[::-1]
+        w = np.sort(np.asarray(r["_estimator"].weights_))[::-1]
         w = w[w >= MIN_WEIGHT]
         axes[2].plot(np.arange(1, w.size + 1), w, "o-", ms=3, color=colour, label=f"{name} ({r['seconds']:.2f} s)")
     axes[2].set(yscale="log", xlabel="cluster, by weight", ylabel="weight",

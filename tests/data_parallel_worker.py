@@ -43,10 +43,11 @@ def fit_all(x, tables, **settings) -> dict:
     for name, arguments in runs:
         with fixed_draws(tables):
             est = bnpzoo.DPGMM(**{"inference": name, **arguments}, **SETTINGS, **settings).fit(x)
-        out[name] = {"means": est.means_, "weights": est.weights_, "counts": est.counts_,
+        out[name] = {"means": torch.as_tensor(est.means_), "weights": torch.as_tensor(est.weights_),
+                     "counts": torch.as_tensor(est.counts_),
                      "elbo": torch.tensor(est.elbo_trace_)}
         if est.components_:
-            out[name]["covariances"] = est.covariances_
+            out[name]["covariances"] = torch.as_tensor(est.covariances_)
     return out
 
 
@@ -58,6 +59,6 @@ if __name__ == "__main__":
     stream = bnpzoo.PYPGGM(inference="sga-momentum", batch_size=100, data_parallel=True, **SETTINGS)
     for batch in (x[:400 + 300 * rank], x[1000:]):  # 4 and 7 steps, then 5: every rank takes the most
         stream.partial_fit(batch)
-    fits["stream"] = {"means": stream.means_, "steps": torch.tensor(stream.n_iter_)}
+    fits["stream"] = {"means": torch.as_tensor(stream.means_), "steps": torch.tensor(stream.n_iter_)}
     torch.save(fits, out)
     torch.distributed.destroy_process_group()

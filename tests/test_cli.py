@@ -83,11 +83,14 @@ def test_compare_prints_a_table_and_writes_a_figure(tmp_path, capsys):
     (["fit", "dp-gmm", "--inference", "vmm", "--data", "missing.csv"], "does not exist"),
     (["fit", "dp-gmm", "--inference", "vmm", "--data", "digits", "--bogus", "1"], "unrecognized"),
     (["fit", "no-such-model", "--inference", "vmm", "--data", "digits"], "invalid choice"),
+    (["fit", "dp-gmm", "--data", "hdp-gd", "--groups", "g.txt"], "dp-gmm takes no groups: --groups applies to hdp-gd"),
+    (["compare", "--data", "blobs:n=100", "--out", "/proc/none"], "--out /proc/none: cannot write there"),
+    (["fit", "dp-gmm", "--data", "blobs:n=100", "--save", "/proc/none/m.pt"], "--save /proc/none: cannot write"),
 ])
 def test_bad_arguments_exit_2_with_one_line(argv, message, capsys):
     assert main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and message in err[0]
+    assert len(err) == 1 and message in err[0]  # one line: no fit ran first (compare reports each)
 
 
 def test_nan_in_a_csv_exits_2_through_the_installed_entry_point(tmp_path):

@@ -73,3 +73,9 @@ def test_a_csv_that_is_not_utf8_is_named(tmp_path):
     (tmp_path / "latin.csv").write_bytes("a,b\n1,caf\xe9\n".encode("latin-1"))
     with pytest.raises(ValueError, match=r"latin.csv is not UTF-8 text \(byte 9"):
         data.load(str(tmp_path / "latin.csv"))
+
+
+def test_a_npy_file_that_holds_no_array_is_named(tmp_path):
+    (tmp_path / "x.npy").write_bytes(b"not an array")
+    with pytest.raises(ValueError, match=r"x.npy is not a numeric .npy array"):
+        data.load(str(tmp_path / "x.npy"))

@@ -196,9 +196,9 @@ def test_recovers_six_clusters_drawn_from_the_model(model_draw, inference):
     counts = np.bincount(z, minlength=6)[:, None]
     sums = np.stack([X[z == k].sum(0) for k in range(6)])
     mode = (sums + 1.0 * X.mean(0)) / (counts + 1.0)
-    assert match_means(mode, est.means_.cpu().numpy()) < 0.02
+    assert match_means(mode, est.means_) < 0.02
     # ... which lies within the sampling error of the generating means (200 samples a cluster)
-    assert match_means(means, est.means_.cpu().numpy()) < 0.25
+    assert match_means(means, est.means_) < 0.25
 
 
 def test_an_unseeded_kmeans_draws_from_torchs_generator_without_reseeding_it():

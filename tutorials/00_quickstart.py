@@ -67,7 +67,7 @@ fig, axes = plt.subplots(2, 8, figsize=(10, 3.6))
 for k, ax in enumerate(axes.ravel()):
     ax.axis("off")
     if k < model.n_clusters_:
-        ax.imshow(model.means_[k].reshape(8, 8).cpu().numpy(), cmap="gray_r")
+        ax.imshow(model.means_[k].reshape(8, 8), cmap="gray_r")
         ax.set_title(f"{np.bincount(y[labels == k]).argmax()}  ({model.weights_[k]:.0%})", fontsize=9)
 fig.suptitle("cluster means (most common digit, weight)")
 fig.tight_layout()

@@ -50,7 +50,7 @@ fixed = DPGMM(covariance="fixed", random_state=0).fit(shaped)
 def ellipses(ax, est):
     angles = np.linspace(0, 2 * np.pi, 100)
     circle = np.stack([np.cos(angles), np.sin(angles)])
-    for mean, cov in zip(est.means_.cpu().numpy(), est.covariances_.cpu().numpy()):
+    for mean, cov in zip(est.means_, est.covariances_):
         cov = np.diag(cov) if cov.ndim == 1 else cov
         ax.plot(*(mean[:, None] + 2 * np.linalg.cholesky(cov) @ circle), color="black", lw=1)
 
@@ -102,7 +102,7 @@ ax1.plot(est.elbo_trace_, "o-", ms=3)
 for start in est.phase_starts_[1:]:
     ax1.axvline(start, ls="--", color="gray")
 ax1.set(xlabel="iteration", ylabel="bound", title="vmm objective")
-ax2.bar(np.arange(est.n_clusters_), est.weights_.cpu().numpy())
+ax2.bar(np.arange(est.n_clusters_), est.weights_)
 ax2.set(xlabel="cluster", ylabel="weight", title=f"{est.n_clusters_} clusters")
 fig.tight_layout()
 for start, end in zip(est.phase_starts_, est.phase_starts_[1:] + [len(est.elbo_trace_)]):
@@ -120,7 +120,7 @@ fig, axes = plt.subplots(rows, cols, figsize=(cols * 1.1, rows * 1.3))
 for k, ax in enumerate(axes.ravel()):
     ax.axis("off")
     if k < est.n_clusters_:
-        ax.imshow(est.means_[k].reshape(8, 8).cpu().numpy(), cmap="gray_r")
+        ax.imshow(est.means_[k].reshape(8, 8), cmap="gray_r")
         members = y[pred == k]
         ax.set_title(str(np.bincount(members).argmax()) if members.size else "-", fontsize=9)
 fig.tight_layout()

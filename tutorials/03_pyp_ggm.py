@@ -60,7 +60,7 @@ for row, (likelihood, est) in zip(axes, fits.items()):
     for k, ax in enumerate(row):
         ax.axis("off")
         if k < est.n_clusters_:
-            ax.imshow(est.means_[k].reshape(8, 8).cpu().numpy(), cmap="gray_r", vmin=0, vmax=1)
+            ax.imshow(est.means_[k].reshape(8, 8), cmap="gray_r", vmin=0, vmax=1)
     row[0].set_title(likelihood, fontsize=9, loc="left")
 fig.tight_layout()
 

@@ -79,7 +79,7 @@ plt.tight_layout()
 # %%
 order = [int(token[1:]) for token in est.vocabulary_]
 images = np.zeros((est.n_clusters_, 64))
-images[:, order] = est.topic_word_.cpu().numpy()
+images[:, order] = est.topic_word_
 top = min(8, est.n_clusters_)
 fig, axes = plt.subplots(1, top + 1, figsize=(2 * (top + 1), 2.2), gridspec_kw={"width_ratios": [3] + [1] * top})
 axes[0].imshow(est.group_weights_[:, :top], cmap="magma")

@@ -90,7 +90,7 @@ for name, est in (("Student-t", t_fit), ("Gaussian", gauss_fit)):
 fig, axes = plt.subplots(1, 2, figsize=(10, 4.2), sharex=True, sharey=True)
 for ax, (name, est) in zip(axes, (("Student-t clusters", t_fit), ("Gaussian clusters", gauss_fit))):
     ax.scatter(*X.T, c=est.predict(X), cmap="tab20", s=4)
-    ax.scatter(*est.means_.cpu().numpy().T, marker="x", c="k", s=40)
+    ax.scatter(*est.means_.T, marker="x", c="k", s=40)
     ax.set(title=f"{name}: {est.n_clusters_} clusters", xlim=(-25, 25), ylim=(-25, 25))
 fig.tight_layout()
 
