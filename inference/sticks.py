@@ -32,10 +32,11 @@ def _log_beta(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
 def update_sticks(counts: torch.Tensor, alpha: float, discount: float = 0.0) -> torch.Tensor:
     """The K - 1 sticks that maximise ln p(z | v) + ln p_u(v) given the counts (module docstring):
-    v_k = (N_k + a_k) / (N_k + N_{>k} + a_k + b_k), the posterior mean of q(v_k)."""
-    a, b = stick_parameters(counts.shape[0] - 1, alpha, discount, like=counts)
-    head = counts[:-1] + a
-    return clamp_probs(head / (head + tail_sums(counts)[:-1] + b))
+    v_k = (N_k + a_k) / (N_k + N_{>k} + a_k + b_k), the posterior mean of q(v_k). Batched: the
+    clusters are the last dimension."""
+    a, b = stick_parameters(counts.shape[-1] - 1, alpha, discount, like=counts)
+    head = counts[..., :-1] + a
+    return clamp_probs(head / (head + tail_sums(counts)[..., :-1] + b))
 
 
 def stick_gradient(counts: torch.Tensor, sticks: torch.Tensor, alpha: float, discount: float = 0.0) -> torch.Tensor:
@@ -51,11 +52,12 @@ def stick_gradient(counts: torch.Tensor, sticks: torch.Tensor, alpha: float, dis
 def stick_log_prior(sticks: torch.Tensor, alpha: float, discount: float = 0.0, *, n_sticks: int) -> torch.Tensor:
     """sum_k ln p_u(v_k) over ``n_sticks`` positions: the free ``sticks`` first, then the positions of
     clusters that pruning removed, each at its prior's mode (v = a_k / (a_k + b_k)), so that the
-    objective of a pruned fit stays comparable with the K clusters it started from."""
+    objective of a pruned fit stays comparable with the K clusters it started from. Batched: the
+    sticks are the last dimension."""
     a, b = stick_parameters(n_sticks, alpha, discount, like=sticks)
-    free = sticks.shape[0]
+    free = sticks.shape[-1]
     v = clamp_probs(sticks)
-    held = (a[:free] * v.log() + b[:free] * torch.log1p(-v) - _log_beta(a[:free], b[:free])).sum()
+    held = (a[:free] * v.log() + b[:free] * torch.log1p(-v) - _log_beta(a[:free], b[:free])).sum(-1)
     a, b = a[free:], b[free:]
     mode = a / (a + b)
     absent = (a * mode.log() + b * torch.log1p(-mode) - _log_beta(a, b)).sum()

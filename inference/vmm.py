@@ -503,10 +503,10 @@ def _phase(x, assignments, fit, bar, *, family, prior, sticks_prior, n_clusters,
         q = family.natural(stats, prior)
         return family.expected_data_term(q, stats, prior) + entropy - family.kl(q, prior)
 
-    def stick_terms(counts):  # the rest: sum_k N_k ln pi_k + ln p_u(v) at the sticks' optimum for the counts
+    def stick_terms(counts):  # the rest: sum_k N_k ln pi_k + ln p_u(v) at the sticks' optimum for the counts (batched)
         sticks = update_sticks(counts, **sticks_prior)
-        return (counts * stick_breaking_log_weights(sticks)).sum() + stick_log_prior(sticks, **sticks_prior,
-                                                                                      n_sticks=n_clusters - 1)
+        return (counts * stick_breaking_log_weights(sticks)).sum(-1) + stick_log_prior(sticks, **sticks_prior,
+                                                                                        n_sticks=n_clusters - 1)
 
     def reorganise(assignments):  # step 2's order and pruning
         return reorder_and_prune(assignments.counts, sticks_prior["alpha"], prune_threshold, sticks_prior["discount"])
@@ -591,7 +591,14 @@ def _merge(assignments, cluster_terms, stick_terms, evaluate, value, tries: int 
         return float(base + gain + stick_terms(merged_counts))
 
     best = objective([])  # at least ``value`` (the assignments and then q were maximised since)
-    gains = sorted(((objective([p]), p) for p in range(len(pairs))), reverse=True)
+    # every pair merged alone, in one batch: the counts with each pair's k folded into its j
+    rows = torch.arange(len(pairs), device=counts.device)
+    alone = counts.expand(len(pairs), -1).clone()
+    alone[rows, j] += counts[k]
+    kept = torch.ones_like(alone, dtype=torch.bool)
+    kept[rows, k] = False
+    singles = base + (merged_terms - terms[j] - terms[k]) + stick_terms(alone[kept].view(len(pairs), -1))
+    gains = sorted(zip(singles.tolist(), range(len(pairs))), reverse=True)
     chosen, used = [], set()
     for gain, p in gains:
         a, b = pairs[p].tolist()
