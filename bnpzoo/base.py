@@ -317,8 +317,12 @@ class MixtureEstimator(Estimator):
         self._check_fitted()
         self._feature_names(X, fitting=False)
         means = self._fitted("means_")
-        return check_array(X, dtype=means.dtype, device=means.device, n_features=self.n_features_in_,
-                           owner=type(self).__name__)
+        return self._encode(check_array(X, dtype=means.dtype, device=means.device, n_features=self.n_features_in_,
+                                        owner=type(self).__name__))
+
+    def _encode(self, x: torch.Tensor) -> torch.Tensor:
+        """The checked input as the model reads it, in fit and prediction alike (DPBMM's threshold)."""
+        return x
 
     # -- prediction ------------------------------------------------------------------------
     def _logits(self, x, out=None):

@@ -24,6 +24,9 @@ class DPBMM(StickMixture):
     alpha, discount : the sticks Beta(1 - d, alpha + k d); discount 0 is the Dirichlet process.
     prior_precision : kappa0, how many samples each probability's prior Beta(kappa0 m0, kappa0 (1 - m0))
         is worth (m0 the data's mean per feature, clamped into [0.01, 0.99]).
+    binarize : None (X must hold 0 and 1 only; anything else is an error naming the entry) or a
+        threshold: a feature above it is 1, else 0, in fit and prediction alike (as scikit-learn's
+        ``BernoulliNB``), e.g. 0.5 for pixel intensities in [0, 1].
 
     The other arguments, the fitted attributes (``means_`` are the clusters' probabilities,
     ``covariances_`` their variances mu (1 - mu)) and the methods are those of ``DPGMM``.
@@ -33,21 +36,26 @@ class DPBMM(StickMixture):
         "inference": OneOf("vmm", "natgrad-svi"),
         "alpha": Interval(float),
         "discount": Interval(float, 0, 1, high_open=True),
+        "binarize": Interval(float, optional=True),
         **COMMON_CONSTRAINTS,
     }
 
-    def __init__(self, *, truncation=50, inference="vmm", alpha=1.0, discount=0.0, prior_precision=2.0,
+    def __init__(self, *, truncation=50, inference="vmm", alpha=1.0, discount=0.0, prior_precision=2.0, binarize=None,
                  pruning_precision=None, split_moves=None, assignment=None, guide="map", max_iter=500, tol=1e-5,
                  prune_threshold=1e-3, batch_size=None, learning_rate=None, n_init=3, device=None, dtype="float32",
                  random_state=None, verbose=False, data_parallel=False):
         self._store(locals())
+
+    def _encode(self, x):
+        return x if self.binarize is None else (x > self.binarize).to(x.dtype)
 
     def _resolve(self, x) -> None:
         """Binary features only: a clear error for anything else."""
         binary = (x == 0) | (x == 1)
         if not bool(binary.all()):
             row, column = (~binary).nonzero()[0].tolist()
-            raise ValueError(f"DPBMM models binary features (0 or 1); X[{row}, {column}] = {float(x[row, column])}")
+            raise ValueError(f"DPBMM models binary features (0 or 1); X[{row}, {column}] = {float(x[row, column])}: "
+                             "give binarize=threshold to turn numbers into 0 and 1")
 
     def _program(self):
         return bernoulli_model

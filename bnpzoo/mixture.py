@@ -173,7 +173,7 @@ class StickMixture(MixtureEstimator):
         self._validate_params()
         self._forget_fit("_session", "_saved_session")
         group = self._group()
-        x = check_array(X, dtype=self._dtype, device=self._device_for(X), widen=True, group=group)
+        x = self._encode(check_array(X, dtype=self._dtype, device=self._device_for(X), widen=True, group=group))
         self._feature_names(X, fitting=True)
         self._check_program(x)
         start = time.perf_counter()
@@ -227,10 +227,10 @@ class StickMixture(MixtureEstimator):
         fitted = getattr(self, "tensors_", {}).get("means_")  # a stream keeps its first batch's precision and device
         group = self._group()
         self._feature_names(X, fitting=fitted is None)
-        x = check_array(X, dtype=self._dtype if fitted is None else fitted.dtype,
-                        device=self._device_for(X) if fitted is None else fitted.device,
-                        n_features=getattr(self, "n_features_in_", None), widen=fitted is None, group=group,
-                        owner=type(self).__name__)
+        x = self._encode(check_array(X, dtype=self._dtype if fitted is None else fitted.dtype,
+                                     device=self._device_for(X) if fitted is None else fitted.device,
+                                     n_features=getattr(self, "n_features_in_", None), widen=fitted is None,
+                                     group=group, owner=type(self).__name__))
         if getattr(self, "_session", None) is None:
             self._check_program(x)
         start = time.perf_counter()

@@ -19,12 +19,13 @@ from bnpzoo import DPBMM, DPGMM, HDPGD, PYPGGM, CoupledDP, MixtureSVI
 from bnpzoo.data import blobs
 from bnpzoo.models.dp_gmm import model as dp_gmm_model
 
-# Every mixture of real-valued rows, under its defaults (and DPGMM under a stochastic learner). No check
-# is expected to fail. DPBMM (binary features), HDPGD (proportions in groups) and CoupledDP
-# (documents or grouped rows) take data that scikit-learn's checks do not generate: their input
-# is refused by name; the tests below cover them where they apply.
+# Every mixture of rows, under its defaults (and DPGMM under a stochastic learner); DPBMM, whose
+# rows are binary, with a threshold that makes them so (as scikit-learn's BernoulliNB does). No
+# check is expected to fail. HDPGD (proportions in groups) and CoupledDP (documents or rows in
+# groups) need data and groups that scikit-learn's checks do not generate: they refuse it by name,
+# and the tests below cover them where they apply.
 CHECKED = [DPGMM(), DPGMM(inference="natgrad-svi", max_iter=50), PYPGGM(max_iter=50),
-           MixtureSVI(model=dp_gmm_model, max_iter=50)]
+           MixtureSVI(model=dp_gmm_model, max_iter=50), DPBMM(binarize=0.0)]
 
 
 with warnings.catch_warnings():  # bnpzoo follows scikit-learn's API without its BaseEstimator (own repr, saving)
@@ -118,3 +119,11 @@ def test_two_fits_in_two_threads_equal_the_same_fits_in_turn(same):
         t.join()
     for a, b in zip(alone, together):
         assert same(a, b)
+
+
+def test_dpbmm_binarizes_at_its_threshold_in_fit_and_prediction_alike():
+    pixels = np.random.default_rng(0).random((200, 6))
+    est = DPBMM(binarize=0.5, random_state=0).fit(pixels)
+    assert np.array_equal(est.predict(pixels), DPBMM(random_state=0).fit((pixels > 0.5) * 1.0).predict(pixels > 0.5))
+    with pytest.raises(ValueError, match="give binarize=threshold"):
+        DPBMM().fit(pixels)
