@@ -237,6 +237,17 @@ class Estimator:
                              f"device(s), cuda:0 to cuda:{count - 1}")
         return device
 
+    def _rows(self, X, *, fitting: bool, **checks) -> torch.Tensor:
+        """X as the model reads it: its column names kept (``fitting``) or compared
+        (``_feature_names``), checked (``check_array(**checks)``, errors naming this estimator) and
+        encoded (``_encode``)."""
+        self._feature_names(X, fitting=fitting)
+        return self._encode(check_array(X, owner=type(self).__name__, **checks))
+
+    def _encode(self, x: torch.Tensor) -> torch.Tensor:
+        """The checked input as the model reads it, in fit and prediction alike (DPBMM's threshold)."""
+        return x
+
     def _feature_names(self, X, *, fitting: bool) -> None:
         """A pandas DataFrame's column names (when all are strings): kept by a fit as
         ``feature_names_in_``, and checked against later input as scikit-learn does (other names
@@ -315,14 +326,8 @@ class Estimator:
 class MixtureEstimator(Estimator):
     def _input(self, X) -> torch.Tensor:
         self._check_fitted()
-        self._feature_names(X, fitting=False)
         means = self._fitted("means_")
-        return self._encode(check_array(X, dtype=means.dtype, device=means.device, n_features=self.n_features_in_,
-                                        owner=type(self).__name__))
-
-    def _encode(self, x: torch.Tensor) -> torch.Tensor:
-        """The checked input as the model reads it, in fit and prediction alike (DPBMM's threshold)."""
-        return x
+        return self._rows(X, fitting=False, dtype=means.dtype, device=means.device, n_features=self.n_features_in_)
 
     # -- prediction ------------------------------------------------------------------------
     def _logits(self, x, out=None):

@@ -390,7 +390,7 @@ class CoupledDP(Estimator):
         self._check_fitted()
         if self.means_ is None:
             raise ValueError("predict applies to real vectors; for words use topic_word_ and perplexity()")
-        x = check_array(X, dtype=torch.float64, n_features=self.n_features_in_, owner="CoupledDP")
+        x = self._rows(X, fitting=False, dtype=torch.float64, n_features=self.n_features_in_)
         position = {value: t for t, value in enumerate(self.group_values_)}
         index = [position.get(value) for value in np.asarray(groups).tolist()]
         if len(index) != x.shape[0] or None in index:

@@ -155,12 +155,11 @@ def load_file(path) -> np.ndarray:
     return X
 
 
-def _number(field: str) -> bool:
+def _number(field: str) -> float | None:
     try:
-        float(field)
+        return float(field)
     except ValueError:
-        return False
-    return True
+        return None
 
 
 def _read_csv(path: Path) -> np.ndarray:
@@ -180,18 +179,19 @@ def _read_csv(path: Path) -> np.ndarray:
         raise ValueError(f"data file {path} is empty")
     first = [field.strip().strip('"') for field in lines[0][1].split(",")]
     header = None
-    if not any(_number(field) for field in first) and any(first):
+    if all(_number(field) is None for field in first) and any(first):
         header, lines = first, lines[1:]
     rows = []
     for number, line in lines:
         fields = [field.strip() for field in line.split(",")]
-        for column, field in enumerate(fields):
-            if not _number(field):
-                name = f" ({header[column]!r})" if header and column < len(header) and header[column] else ""
-                problem = (f"is not a number: {field[:30]!r}" if field
-                           else "is empty (a missing value: fill or drop it)")
-                raise ValueError(f"data file {path}: line {number}, column {column + 1}{name} {problem}")
-        rows.append([float(field) for field in fields])
+        row = [_number(field) for field in fields]
+        if None in row:
+            column = row.index(None)
+            field = fields[column]
+            name = f" ({header[column]!r})" if header and column < len(header) and header[column] else ""
+            problem = f"is not a number: {field[:30]!r}" if field else "is empty (a missing value: fill or drop it)"
+            raise ValueError(f"data file {path}: line {number}, column {column + 1}{name} {problem}")
+        rows.append(row)
     if not rows:
         raise ValueError(f"data file {path} has no data rows")
     widths = {len(r) for r in rows}

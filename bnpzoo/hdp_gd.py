@@ -22,7 +22,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from bnpzoo._validation import SEED, Interval, OneOf, check_array
+from bnpzoo._validation import SEED, Interval, OneOf
 from bnpzoo.base import Estimator, get_rng_state, set_rng_state
 from bnpzoo.caller_state import keeps_caller_state
 from bnpzoo.inference.conjugate import expected_log_weights
@@ -168,9 +168,8 @@ class HDPGD(Estimator):
 
     def _proportions(self, X, device, *, fitting: bool) -> tuple[torch.Tensor, torch.Tensor]:
         """(x, ln |dX / dY| per row) in the fit's dtype: checked, normalised, transformed."""
-        self._feature_names(X, fitting=fitting)
-        wide = check_array(X, dtype=torch.float64, device=device, n_features=None if fitting else self.n_features_in_,
-                           owner="HDPGD")
+        wide = self._rows(X, fitting=fitting, dtype=torch.float64, device=device,
+                          n_features=None if fitting else self.n_features_in_)
         if self.input == "histograms":
             if (wide < 0).any():
                 raise ValueError("X holds negative entries: histograms must be non-negative")

@@ -28,7 +28,7 @@ import numpy as np
 import pyro
 import torch
 
-from bnpzoo._validation import SEED, Interval, OneOf, batch_features, check_array, is_stream
+from bnpzoo._validation import SEED, Interval, OneOf, batch_features, is_stream
 from bnpzoo.base import FittedTensor, MixtureEstimator, as_numpy, offered_if
 from bnpzoo.caller_state import keeps_caller_state
 from bnpzoo.families import ComponentPrior, TracedFamily
@@ -173,8 +173,7 @@ class StickMixture(MixtureEstimator):
         self._validate_params()
         self._forget_fit("_session", "_saved_session")
         group = self._group()
-        x = self._encode(check_array(X, dtype=self._dtype, device=self._device_for(X), widen=True, group=group))
-        self._feature_names(X, fitting=True)
+        x = self._rows(X, fitting=True, dtype=self._dtype, device=self._device_for(X), widen=True, group=group)
         self._check_program(x)
         start = time.perf_counter()
         if self.random_state is not None:
@@ -226,11 +225,9 @@ class StickMixture(MixtureEstimator):
         self._validate_params()
         fitted = getattr(self, "tensors_", {}).get("means_")  # a stream keeps its first batch's precision and device
         group = self._group()
-        self._feature_names(X, fitting=fitted is None)
-        x = self._encode(check_array(X, dtype=self._dtype if fitted is None else fitted.dtype,
-                                     device=self._device_for(X) if fitted is None else fitted.device,
-                                     n_features=getattr(self, "n_features_in_", None), widen=fitted is None,
-                                     group=group, owner=type(self).__name__))
+        x = self._rows(X, fitting=fitted is None, dtype=self._dtype if fitted is None else fitted.dtype,
+                       device=self._device_for(X) if fitted is None else fitted.device,
+                       n_features=getattr(self, "n_features_in_", None), widen=fitted is None, group=group)
         if getattr(self, "_session", None) is None:
             self._check_program(x)
         start = time.perf_counter()
@@ -442,8 +439,8 @@ class StickMixture(MixtureEstimator):
             self.phase_starts_ = list(self._session.phase_starts)
         self.n_iter_, self.converged_ = n_iter, bool(converged)
         self.fit_seconds_ = time.perf_counter() - start
-        self._check_finite(bound=self.elbo_trace_, **{name: self._fitted(f"{name}_") for name in ("means", "weights",
-                                                                                                    "scale")})
+        self._check_finite(bound=self.elbo_trace_, means=self._fitted("means_"), weights=self._fitted("weights_"),
+                           scale=self._fitted("scale_"))
 
     def _finalise(self, x, point, sticks, scale):
         """Order clusters by weight and keep those that own a training sample ([PYPM-sVMM] V.D); in a
@@ -475,7 +472,7 @@ class StickMixture(MixtureEstimator):
         for rows in passes(x, self.n_clusters_):
             counts += torch.softmax(self._log_joint_table(x[rows]), 1).sum(0)
         (counts,) = data_parallel.all_sum([counts], group)
-        self.counts_, std = counts, self._fitted("scale_")
+        self.counts_ = counts
         # posterior factors for ArviZ: the mean-field guide's own scales where it has them, else
         # the Laplace approximation at the point estimate, precision N_k I + lambda0 / std^2 per
         # feature (the conjugate factor N(mean_k, std^2 / (N_k + lambda0)) for the Gaussian), and
@@ -484,6 +481,7 @@ class StickMixture(MixtureEstimator):
             variances = family.variances(self._point())
             laplace = (variances / (counts[:, None] + self._prior_precision())).sqrt()
         else:
+            std = self._fitted("scale_")
             information = family.location_information(std).to(x) * torch.ones_like(self._fitted("means_"))
             laplace = (counts[:, None] * information + self._prior_precision() / std**2).rsqrt()
         self.mean_scale_ = scale[keep] if scale is not None else laplace
