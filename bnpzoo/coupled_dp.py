@@ -353,7 +353,7 @@ class CoupledDP(Estimator):
         from bnpzoo.inference import coupled_gibbs as gibbs
         s = problem.sizes[1]
         sizes = gibbs.label_counts(problem, state.z).sum(0)
-        used = torch.argsort(sizes, descending=True)[: int((sizes > 0).sum())]
+        used = torch.argsort(sizes, descending=True, stable=True)[: int((sizes > 0).sum())]
         self.n_clusters_ = len(used)
         self.weights_ = sizes[used] / sizes.sum()
         mixing = mixing_weights(state.coeffs, state.inherit, state.weight, state.source, s)[:, used]

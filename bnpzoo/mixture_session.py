@@ -229,7 +229,7 @@ class StochasticSession:
         keep = reorder_and_prune(self.eval_counts, self.sticks_prior["alpha"], self.prune_threshold,
                                  self.sticks_prior["discount"])
         if keep.numel() < 2:  # the model's stick plate needs K >= 2
-            keep = torch.argsort(self.eval_counts, descending=True)[:2]
+            keep = torch.argsort(self.eval_counts, descending=True, stable=True)[:2]
         if keep.numel() == self.eval_counts.numel() and bool((keep[1:] > keep[:-1]).all()):
             return  # nothing moves
         for old, new, rows in guides.select_clusters(self.kind, keep, family=self.family, prior=self.component_prior,

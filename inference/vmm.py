@@ -318,7 +318,7 @@ def birth_candidates(x, assignments, family, prior, seed: int, responsibilities=
     its rows' share of the cluster, and the first the rest of the cluster's statistics (rows
     elsewhere included): the responsibilities themselves do not change, only which piece holds them."""
     labels, k = assignments.labels, assignments.counts.numel()
-    order = torch.argsort(labels)  # each cluster's members side by side (-1, in no cluster, first)
+    order = torch.argsort(labels, stable=True)  # each cluster's members side by side (-1, in no cluster, first)
     bounds = torch.searchsorted(labels[order], torch.arange(k + 1, device=labels.device)).tolist()
 
     def divisions(cluster, members):

@@ -211,3 +211,23 @@ def test_an_unseeded_kmeans_draws_from_torchs_generator_without_reseeding_it():
         labels = kmeans(x, 4)[1]
         runs.append((labels, torch.rand(3)))
     assert torch.equal(runs[0][0], runs[1][0]) and torch.equal(runs[0][1], runs[1][1])
+
+
+def test_birth_candidates_take_each_clusters_members_in_row_order():
+    """The rows k-means divides are drawn by position among a cluster's members, so their order
+    must be the rows' own: an unstable sort of the labels gave another order on CUDA than on the
+    CPU (and on the CPU from 2,000 or so rows), and so other births (gpu.md, fourth lease)."""
+    from types import SimpleNamespace
+
+    from bnpzoo.inference.vmm import birth_candidates
+
+    x = torch.as_tensor(_mixture_test_data(0, n=6000), dtype=torch.float64)
+    labels = torch.randint(0, 3, (6000,), generator=torch.Generator().manual_seed(0))
+    assignments = SimpleNamespace(labels=labels, counts=torch.bincount(labels, minlength=3).double())
+    divided = 0
+    for divisions in birth_candidates(x, assignments, gaussian_family("fixed"), _prior(x, 1.0), seed=0):
+        for cluster, moved, _ in divisions:
+            for rows in moved:
+                assert bool((labels[rows] == cluster).all()) and bool((rows.diff() > 0).all())
+                divided += 1
+    assert divided >= 3

@@ -63,7 +63,7 @@ class NormalWishartFamily(ConjugateFamily):
         return {"scatter": scatter}
 
     def _label_second_moments(self, xc, index, count):
-        order = torch.argsort(index)
+        order = torch.argsort(index, stable=True)
         sizes = count.long().tolist()  # one host sync a block: the rows of each cluster, contiguous
         scatter = xc.new_zeros(len(sizes), xc.shape[1], xc.shape[1])
         for j, rows in enumerate(torch.split(xc[order], sizes)):
