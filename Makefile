@@ -36,16 +36,16 @@ compare: $(VENV)/.installed
 	$(VENV)/bin/bnpzoo compare --data digits --out results
 
 test: $(VENV)/.installed
-	$(VENV)/bin/python -m pytest -q
+	$(VENV)/bin/python -m pytest -q -n auto --dist worksteal
 
 test-slow: $(VENV)/.installed
-	$(VENV)/bin/python -m pytest -q -m slow
+	$(VENV)/bin/python -m pytest -q -n auto --dist worksteal -m slow
 
 # The newest versions pyproject.toml allows (torch excepted: TORCH_SPEC), in a throw-away
 # environment: a release that breaks us shows here before a user meets it.
 test-latest:
 	$(call environment,$(LATEST),,dev$(comma)bench)
-	$(LATEST)/bin/python -m pytest -q
+	$(LATEST)/bin/python -m pytest -q -n auto --dist worksteal
 
 # Refresh the lock: the newest versions, written to constraints.txt only if their tests pass.
 lock: test-latest

@@ -2,7 +2,7 @@
 pyro.infer.MCMC in [Coupled-DP] section 5.2's set-up (``config="scenes"``: a local latent DP per digit
 at q = 1, 0.2 to the other locals, a global one at q = 0.5; 10 atoms per latent DP), with the
 blocked label step (``label_step="blocked"``: 562k tokens in 517 (digit, pixel) cells, the sweep
-compiled end to end, ``inference.coupled_cells``), R-hat and ESS of the log joint over the kept
+compiled end to end, ``inference.coupled.cells``), R-hat and ESS of the log joint over the kept
 samples (every 20th sweep). Writes benchmarks/reports/coupled_rhat.md and coupled_rhat.png (the
 chains' log joint against the sweep). About 115 min on 2 CPU cores, where Pyro draws the chains
 one after another (about 6 ms a sweep).

@@ -145,7 +145,7 @@ def bench_scale():
     for name, (X, y) in sets.items():
         sigma = shared_scale(X)
         scores = [nmi(y, make().fit(X).predict(X)) for make in (
-            lambda: DPGMM(random_state=0), lambda: DPGMM(sigma=sigma, random_state=0),
+            lambda: DPGMM(random_state=0), lambda: DPGMM(scale=sigma, random_state=0),
             lambda: PYPGGM(random_state=0), lambda: PYPGGM(scale=sigma, random_state=0))]
         peer = nmi(y, bgm("diag").fit(X).predict(X))
         rows.append((name, *(f"{v:.3f}" for v in scores), f"{peer:.3f}"))

@@ -1,4 +1,4 @@
-"""The births of one default DPGMM fit, traced: for each call of ``inference.vmm._births``, the
+"""The births of one default DPGMM fit, traced: for each call of ``inference.stick_mixture.vmm._births``, the
 clusters before, each candidate division's objective (the smallest that pays, per cluster) and how
 many clusters were born. Run on two devices to see where their fits part.
 
@@ -11,7 +11,7 @@ import builtins
 import numpy as np
 import torch
 
-import bnpzoo.inference.vmm as vmm
+import bnpzoo.inference.stick_mixture.vmm as vmm
 from bench_moves import load
 from bnpzoo import DPGMM
 

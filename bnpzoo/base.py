@@ -3,7 +3,7 @@
 ``Estimator``: parameters (``_parameter_constraints``, one place for allowed values, checked when
 ``fit`` starts), their checks, save/load of the tensors listed in ``_fitted_attributes`` and of
 the learner's state that resumes a stream (``_resume_state``, with the RNG states of
-``get_rng_state``), and the work of a step that sets a fit's threads (``_step_work``,
+``caller_state.get_rng_state``), and the work of a step that sets a fit's threads (``_step_work``,
 ``bnpzoo.threads``).
 
 ``MixtureEstimator`` adds prediction, scoring and ArviZ for mixtures of numeric rows: a subclass
@@ -14,7 +14,6 @@ implements ``fit``, ``_log_joint_table(x)`` (ln pi_k + ln f(x_n | theta_k), an N
 import functools
 import inspect
 import numbers
-import random
 import warnings
 from pathlib import Path
 
@@ -86,20 +85,6 @@ def _from_saved(value):
     if isinstance(value, dict):
         return {k: _from_saved(v) for k, v in value.items()}
     return value
-
-
-def get_rng_state() -> dict:
-    """torch's, Python's and numpy's generator states, numpy's as a tensor (a weights-only file)."""
-    kind, keys, position, has_gauss, cached = np.random.get_state()
-    return {"torch": torch.get_rng_state(), "random": random.getstate(),
-            "numpy": (kind, torch.from_numpy(keys.astype(np.int64)), position, has_gauss, cached)}
-
-
-def set_rng_state(state: dict) -> None:
-    kind, keys, position, has_gauss, cached = state["numpy"]
-    torch.set_rng_state(state["torch"].cpu())  # CPU generators' states, wherever a load mapped them
-    random.setstate(state["random"])
-    np.random.set_state((kind, keys.cpu().numpy().astype(np.uint32), position, has_gauss, cached))
 
 
 class offered_if:
@@ -179,8 +164,24 @@ class Estimator:
         features = shape[1] if len(shape) > 1 else 1
         return rows * features * (getattr(self, "truncation", None) or 1)
 
+    _renamed: dict = {}  # a parameter's old name: its new one, both accepted for one release
+
     def _validate_params(self):
         check_params(self.get_params(), self._parameter_constraints)
+        for old, new in self._renamed.items():
+            if getattr(self, old) is None:
+                continue
+            if getattr(self, new) is not None:
+                raise ValueError(f"{type(self).__name__} got {old}= and {new}=: {old} is the old name of {new}; "
+                                 f"give {new}")
+            warnings.warn(f"{type(self).__name__}({old}=...) is now {new}=, as in every estimator; {old}= goes in the "
+                          "next release", FutureWarning, stacklevel=4)
+
+    def _param(self, name):
+        """A parameter's value under its current name, the old name's where only that was given."""
+        old = next((o for o, n in self._renamed.items() if n == name), None)
+        value = getattr(self, name)
+        return getattr(self, old) if value is None and old is not None else value
 
     def _check_finite(self, **values) -> None:
         """After a fit: a FloatingPointError that names what came out non-finite and the numeric
@@ -272,7 +273,7 @@ class Estimator:
                              f"{list(names)}, {type(self).__name__} was fitted on {list(fitted)}")
 
     # -- persistence -----------------------------------------------------------------------
-    _unsaved_params: tuple = ()  # parameters that are code (a Pyro program): ``load`` takes them again
+    _unsaved_params: tuple = ()  # parameters that are code (a Pyro program): ``load`` takes them again where set
 
     def save(self, path) -> None:
         """Write parameters, fitted state and the learner's state where it has one (``load`` restores
@@ -284,8 +285,9 @@ class Estimator:
         names = (*self._fitted_attributes, *(["feature_names_in_"] if hasattr(self, "feature_names_in_") else []))
         state = {name: _to_cpu(self._fitted(name)) for name in names}
         params = {k: v for k, v in self.get_params().items() if k not in self._unsaved_params}
+        code = [name for name in self._unsaved_params if getattr(self, name) is not None]
         torch.save({"format": FORMAT_VERSION, "class": type(self).__name__, "params": params, "state": state,
-                    "resume": _to_cpu(self._resume_state())}, path)
+                    "resume": _to_cpu(self._resume_state()), "code": code}, path)
 
     def _resume_state(self):
         """What ``partial_fit`` needs to continue after ``load`` (tensors, numbers, strings), or None."""
@@ -297,11 +299,8 @@ class Estimator:
 
     @classmethod
     def load(cls, path, *, map_location=None, **code):
-        """Restore a saved estimator; parameters that are code (``_unsaved_params``) are given again."""
-        missing = [name for name in cls._unsaved_params if name not in code]
-        if missing:
-            needed = ", ".join(f"{name}=" for name in missing)
-            raise ValueError(f"{cls.__name__}.load needs {needed} again: code is not saved")
+        """Restore a saved estimator; parameters that are code (``_unsaved_params``), where the saved
+        one had them set, are given again."""
         try:
             blob = torch.load(path, map_location=map_location, weights_only=True)
         except FileNotFoundError:
@@ -315,6 +314,10 @@ class Estimator:
             raise ValueError(f"{path} holds a {blob['class']}, not a {cls.__name__}")
         if blob["format"] != FORMAT_VERSION:
             raise ValueError(f"{path} was saved in format {blob['format']}; this bnpzoo reads format {FORMAT_VERSION}")
+        missing = [name for name in blob.get("code", cls._unsaved_params) if name not in code]
+        if missing:
+            needed = ", ".join(f"{name}=" for name in missing)
+            raise ValueError(f"{cls.__name__}.load needs {needed} again: code is not saved")
         est = cls(**blob["params"], **code)
         for name, value in blob["state"].items():
             setattr(est, name, _from_saved(value))

@@ -24,6 +24,7 @@ from bnpzoo import data as datasets
 from bnpzoo.corpus import Corpus, read_corpus
 from bnpzoo.inference import data_parallel
 from bnpzoo.metrics import acc, clusters_used, nmi
+from bnpzoo.models import PROGRAMS, copy_program
 from bnpzoo.registry import MODELS
 
 
@@ -69,7 +70,21 @@ def build_parser() -> Parser:
     compare = sub.add_parser("compare", help="every model x learner on one data set: a table and a figure")
     _common(compare)
     compare.add_argument("--out", default="results", help="folder for the figure (default: results)")
+    new = sub.add_parser("new-model", help="write a model's Pyro program to a file of your own, to edit and fit")
+    new.add_argument("model", choices=list(PROGRAMS))
+    new.add_argument("path", help="the new file, for example my_model.py")
     return parser
+
+
+def cmd_new_model(args, extra) -> None:
+    if extra:
+        raise UsageError(f"bnpzoo new-model takes a model and a path, not {' '.join(extra)}")
+    path = copy_program(args.model, args.path)
+    refit = PROGRAMS[args.model][1]
+    print(f"wrote {path} (bnpzoo.models.{PROGRAMS[args.model][0]}); edit it, then in Python, beside it:\n"
+          f"    import {path.stem} as my_model\n    from bnpzoo import {refit.split('(')[0]}\n    {refit}"
+          if refit else f"wrote {path}: a program to read, draw from and edit; bnpzoo's learner for {args.model} "
+          "is derived for the shipped program, so an edited copy is not fitted by bnpzoo")
 
 
 def _model_options(model: str, argv: list) -> dict:
@@ -317,7 +332,7 @@ def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     try:
         args, extra = build_parser().parse_known_args(argv)
-        (cmd_fit if args.command == "fit" else cmd_compare)(args, extra)
+        {"fit": cmd_fit, "compare": cmd_compare, "new-model": cmd_new_model}[args.command](args, extra)
     except (ValueError, OSError, FloatingPointError) as err:
         print(f"bnpzoo: error: {err}" if not isinstance(err, UsageError) else str(err), file=sys.stderr)
         return 2

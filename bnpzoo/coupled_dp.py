@@ -1,5 +1,5 @@
 """``bnpzoo.CoupledDP``: coupled nonparametric mixtures through latent DPs ([Coupled-DP]), fitted by
-the Gibbs sampler of ``inference.coupled_gibbs`` under ``pyro.infer.MCMC``.
+the Gibbs sampler of ``inference.coupled.gibbs`` under ``pyro.infer.MCMC``.
 
 The one place that pairs ``models.coupled_dp`` with its sampler: it turns a grouped corpus (or
 grouped real vectors) into a ``Problem``, runs the chains, keeps their summaries for ArviZ and the
@@ -70,7 +70,7 @@ class CoupledDP(Estimator):
         vectors. A fit whose samples fill the pool warns.
     alpha : the latent DPs' concentration: a number fixes it; "sampled" samples it under
         Gamma(0.1, 0.1), as section 5.1 does; None (default): 1 with the document level, sampled
-        at the group level. Sampled, it mixes slowly (``inference.coupled_gibbs``, step 7: a chain
+        at the group level. Sampled, it mixes slowly (``inference.coupled.gibbs``, step 7: a chain
         keeps about the value its start sets); with the document level, held-out perplexity was
         worse than with alpha = 1 on every corpus of ``benchmarks/bench_coupled_documents.py``
         (200 sweeps, 2 to 7 seeds: pang_lee 334 and 327 against 297 and 302, head500 2256 against
@@ -81,11 +81,11 @@ class CoupledDP(Estimator):
         topic-word prior ([Coupled-DP]'s uniform base, beta = 1, is far too flat for text: on
         lee_background it found 8 topics and a perplexity of 2163 against 1406 with 0.01).
     prior_mean, prior_kappa, prior_shape, prior_rate : the Normal-Gamma base; real vectors only.
-    label_step : how words' labels are drawn (``inference.coupled_gibbs``, step 1): "collapsed",
+    label_step : how words' labels are drawn (``inference.coupled.gibbs``, step 1): "collapsed",
         token by token with the topics integrated out, or "blocked", on (group, word) cells: topics
         drawn, then one multinomial per cell. Blocked costs per cell, not per token, and pays
-        where tokens repeat within groups (digits-bags: 562k tokens in 517 cells, about 5 ms a sweep
-        against 147, though its log joint decorrelates about 3x slower a sweep); it runs no
+        where tokens repeat within groups (about 30x faster a sweep on digits-bags, though its log
+        joint decorrelates about 3x slower a sweep: ``benchmarks/reports/speed.md``); it runs no
         split-merge moves (run on cells, they left that decorrelation as it was).
     documents : the document level (words only; ``models.coupled_dp``): each document d of group t
         has its own topic proportions theta_d ~ DP(doc_concentration, D_t), as in an HDP whose top
@@ -95,10 +95,10 @@ class CoupledDP(Estimator):
         held-out perplexity on every one (lee_background 1,120 against 1,793, head500 2,116
         against 2,754). Set False when a group is one topically pure unit (a bag of words).
     doc_concentration : b, how closely theta_d follows D_t (b -> infinity: the model without
-        documents). None: sampled, under Gamma(1, 1) (``inference.coupled_gibbs``,
+        documents). None: sampled, under Gamma(1, 1) (``inference.coupled.gibbs``,
         ``update_doc_concentration``); ``doc_concentration_`` is its value in the kept state.
     split_merge : split-merge moves per group in each of the sampler's steps 3 and 6 (words only;
-        ``inference.coupled_gibbs``): they carry a group's tokens between two atoms at once. On
+        ``inference.coupled.gibbs``): they carry a group's tokens between two atoms at once. On
         the topic-recovery test corpus they took recovery from 6 of 8 seeds to 8 of 8 in 80
         sweeps; on head500 one move per group and step costs about 40 % of a sweep. 0 turns
         them off.
@@ -110,7 +110,7 @@ class CoupledDP(Estimator):
         has the cores (more than num_chains; a script that fits then needs Python's ``if __name__ ==
         "__main__":`` guard), one after the other otherwise.
     checkpoint : a folder where each chain saves its state every ``checkpoint_every`` sweeps and at
-        its end (one file per chain, ``inference.chain_checkpoint``). A fit given a folder that
+        its end (one file per chain, ``inference.coupled.checkpoint``). A fit given a folder that
         holds a stopped run's files resumes it: each chain replays its saved samples and sweeps on
         from its saved state and random generators, so the result equals the uninterrupted run's
         (on CPU, bitwise). The folder is kept; fitting again with a larger ``max_iter`` continues
@@ -242,8 +242,8 @@ class CoupledDP(Estimator):
     def fit(self, X, groups=None):
         from pyro.infer import MCMC
 
-        from bnpzoo.inference import coupled_gibbs as gibbs  # the sampler (numba, scipy) loads on first use
-        from bnpzoo.inference.coupled_kernel import CoupledGibbsKernel, log_joint, prepare, sampler_cached
+        from bnpzoo.inference.coupled import gibbs  # the sampler (numba, scipy) loads on first use
+        from bnpzoo.inference.coupled.kernel import CoupledGibbsKernel, log_joint, prepare, sampler_cached
 
         self._validate_params()
         self._forget_fit()
@@ -303,7 +303,7 @@ class CoupledDP(Estimator):
 
     def _checkpoint(self, problem):
         """The chains' checkpoint folder, keyed to the data and every setting a chain's draws depend on."""
-        from bnpzoo.inference.chain_checkpoint import ChainCheckpoint, fingerprint
+        from bnpzoo.inference.coupled.checkpoint import ChainCheckpoint, fingerprint
 
         if self.checkpoint is None:
             return None
@@ -350,7 +350,7 @@ class CoupledDP(Estimator):
 
     def _keep(self, problem, state, vocab):
         """The fitted point summary: the used atoms of one state, largest first."""
-        from bnpzoo.inference import coupled_gibbs as gibbs
+        from bnpzoo.inference.coupled import gibbs
         s = problem.sizes[1]
         sizes = gibbs.label_counts(problem, state.z).sum(0)
         used = torch.argsort(sizes, descending=True, stable=True)[: int((sizes > 0).sum())]
@@ -382,10 +382,14 @@ class CoupledDP(Estimator):
             raise ValueError("to_arviz needs the MCMC run of this session's fit (it is not saved)")
         return arviz().from_pyro(self.mcmc_)
 
+    def fit_predict(self, X, groups=None) -> np.ndarray:
+        """Real vectors only: fit, then ``predict`` on the training rows."""
+        return self.fit(X, groups).predict(X, groups)
+
     def predict(self, X, groups):
         """Real vectors only: the MAP atom of each row under its group's mixture,
         argmax_k D_t(k) N(x; mean_k, 1 / precision_k), indices into ``means_``."""
-        from bnpzoo.inference import coupled_gibbs as gibbs
+        from bnpzoo.inference.coupled import gibbs
 
         self._check_fitted()
         if self.means_ is None:

@@ -100,12 +100,13 @@ def hdp_gd_sample(n: int = 2000, seed: int = 0, *, relevant: int = 16, irrelevan
     saliency = torch.cat([torch.ones(relevant), torch.zeros(irrelevant)])
     groups = torch.arange(n) * n_groups // n
     pyro.set_rng_seed(seed)
-    conditioned = pyro.poutine.condition(model, data={"w": w, "pi": pi.clamp(max=1 - 1e-7), "saliency": saliency})
+    one_hot = torch.nn.functional.one_hot(w, atoms).float()
+    conditioned = pyro.poutine.condition(model, data={"w": one_hot, "pi": pi.clamp(max=1 - 1e-7), "saliency": saliency})
     trace = pyro.poutine.trace(conditioned).get_trace(
         None, groups, n_groups=n_groups, truncation=atoms, group_truncation=t, parameter_prior=prior,
         dim=relevant + irrelevant)
     x = trace.nodes["x"]["value"].double().clamp(1e-12, 1 - 1e-12)
-    labels = w[groups, trace.nodes["z"]["value"]]
+    labels = w[groups, trace.nodes["z"]["value"].squeeze(-1)]
     y, rest = inverse_geometric_transform(x)
     return Dataset(f"hdp-gd:n={n},seed={seed}", torch.cat([y, rest[:, None]], 1).numpy(), labels.numpy(),
                    groups.numpy())

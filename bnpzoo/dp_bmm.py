@@ -19,7 +19,7 @@ class DPBMM(StickMixture):
     ----------
     truncation : int, K, the most clusters the fit can use.
     inference : "vmm" (batch closed-form updates with soft assignments and merge moves,
-        ``inference.vmm``) or "natgrad-svi" (conjugate natural-gradient SVI on minibatches,
+        ``inference.stick_mixture.vmm``) or "natgrad-svi" (conjugate natural-gradient SVI on minibatches,
         [PYPM-sVMM] Table I): the learners that need the family's closed forms.
     alpha, discount : the sticks Beta(1 - d, alpha + k d); discount 0 is the Dirichlet process.
     prior_precision : kappa0, how many samples each probability's prior Beta(kappa0 m0, kappa0 (1 - m0))

@@ -27,36 +27,39 @@ all with one fixed diagonal variance sigma^2 (the model of [DPM-SGA]).
     covariance : the component family (``bnpzoo.families``): "full" (a covariance per cluster,
         Normal-Wishart prior), "diag" (a variance per cluster and feature, Normal-Gamma), "spherical"
         (one variance per cluster) or "fixed" (one std per feature shared by every cluster and not
-        learned: the papers' model). None: "full" for vmm when no sigma is given and N >= 5 D (D + 1)
+        learned: the papers' model). None: "full" for vmm when no scale is given and N >= 5 D (D + 1)
         / 2, else "fixed" (``_covariance_type``; the fitted choice is ``covariance_type_``). vmm and
         natgrad-svi fit every family, the other learners the fixed one only, for now. With a learned
-        covariance, vmm takes soft assignments and merge moves (``inference.vmm``) by default;
+        covariance, vmm takes soft assignments and merge moves (``inference.stick_mixture.vmm``) by default;
         natgrad-svi has no merge moves yet, and keeps more of the K-means start's clusters (three
         anisotropic blobs of 2,000 rows: 6 clusters, NMI 0.55), so its default stays "fixed". Measured on one Gaussian
         cloud (500 x 2, 2,000 x 10), two blobs of spreads 0.1 and 5, three 1-D clusters of 30,000
         rows and clusters with random covariances in 10-D, "full" found the true number of clusters
         in every case, where "fixed" cut one cloud into 7 (``benchmarks/reports/families.md``).
-    sigma : with covariance="fixed", the component standard deviation: one number, one per feature,
+    scale : with covariance="fixed", the component standard deviation: one number, one per feature,
         or None for the data-driven default of ``bnpzoo.mixture`` (``bnpzoo.ops.default_sigma``
         times ``relative_spreads``), which keeps the likelihood from drowning the stick-breaking
         prior without merging well-separated clusters, and features in large units from drowning
         the others. With a learned covariance, the prior's guess of a cluster's spread (Sigma0 =
-        diag(sigma^2), worth D samples); by default the data's covariance
-        (``StickMixture._component_prior``).
+        diag(scale^2), worth D samples); by default the data's covariance
+        (``StickMixture._component_prior``). The name of ``PYPGGM`` and of the fitted ``scale_``.
+    sigma : the old name of ``scale`` (a FutureWarning; removed in the next release).
     """
 
     _parameter_constraints = {
         "inference": OneOf(*INFERENCE),
         "alpha": Interval(float, 0, low_open=True),
         "covariance": OneOf(*COVARIANCES, None),
-        "sigma": Scale(),
+        "scale": Scale(),
         **COMMON_CONSTRAINTS,
+        "sigma": Scale(),
     }
+    _renamed = {"sigma": "scale"}
 
-    def __init__(self, *, truncation=50, inference="vmm", alpha=1.0, covariance=None, sigma=None, prior_precision=1.0,
+    def __init__(self, *, truncation=50, inference="vmm", alpha=1.0, covariance=None, scale=None, prior_precision=1.0,
                  pruning_precision=None, split_moves=None, assignment=None, guide="map", max_iter=500, tol=1e-5,
                  prune_threshold=1e-3, batch_size=None, learning_rate=None, n_init=3, device=None, dtype="float32",
-                 random_state=None, verbose=False, data_parallel=False):
+                 random_state=None, verbose=False, data_parallel=False, sigma=None):
         self._store(locals())
 
     @property
@@ -70,14 +73,14 @@ all with one fixed diagonal variance sigma^2 (the model of [DPM-SGA]).
     _fitted_attributes = StickMixture._fitted_attributes + ("covariance_type_",)
 
     def _covariance_type(self, n_samples=None, n_features=None) -> str:
-        """``covariance``, or what None resolves to: "full" for vmm when no sigma is given and the
+        """``covariance``, or what None resolves to: "full" for vmm when no scale is given and the
         data hold at least 5 samples per parameter of a cluster's covariance (N >= 5 D (D + 1) / 2),
         else "fixed". On scikit-learn's digits (1,797 x 64: 2,080 parameters a cluster) "full" gave
         NMI 0.33 and "fixed" 0.74; the five real tables of ``reports/families.md`` (4 to 9 features)
         all pass the test but glass (214 x 9), where "diag" was best."""
         if self.covariance is not None:
             return self.covariance
-        if self.inference != "vmm" or self.sigma is not None:
+        if self.inference != "vmm" or self._given_scale() is not None:
             return "fixed"
         if n_samples is not None and n_samples < 5 * n_features * (n_features + 1) / 2:
             return "fixed"
@@ -100,7 +103,7 @@ all with one fixed diagonal variance sigma^2 (the model of [DPM-SGA]).
         return dict(alpha=self.alpha, discount=0.0)
 
     def _given_scale(self):
-        return self.sigma
+        return self._param("scale")
 
     def _program_kwargs(self, std, prior_mean) -> dict:
         return dict(alpha=self.alpha, covariance=self._family().covariance, sigma=std, prior_mean=prior_mean,

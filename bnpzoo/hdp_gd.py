@@ -1,6 +1,6 @@
 """``HDPGD``: the HDP mixture of generalized Dirichlet distributions with feature selection
 ([HDP-GD]), fitted by batch VI (Algorithm 1) or online VI (Algorithm 2); the program is
-``models/hdp_gd.py``, the updates ``inference/hdp_gd.py``.
+``models/hdp_gd.py``, the updates ``inference/hdp_gd/updates.py``.
 
 Input. Each row is a proportion vector Y: D positive parts whose sum stays below 1 (the rest,
 1 - sum Y, is an implicit last part), in groups given by ``groups``. Rows that all sum to 1 are
@@ -20,22 +20,22 @@ import time
 
 import numpy as np
 import torch
-from tqdm.auto import tqdm
 
 from bnpzoo._validation import SEED, Interval, OneOf
-from bnpzoo.base import Estimator, get_rng_state, set_rng_state
-from bnpzoo.caller_state import keeps_caller_state
+from bnpzoo.base import Estimator, offered_if
+from bnpzoo.caller_state import get_rng_state, keeps_caller_state, set_rng_state
 from bnpzoo.inference.conjugate import expected_log_weights
-from bnpzoo.inference.hdp_gd import (Globals, Observations, Prior, batch_iteration, converged, initial_globals,
-                                     local_bound, local_step, merge_moves, online_step, saliency_mean, tables)
+from bnpzoo.inference.hdp_gd.learner import Schedule, fit_batch, fit_online, online_pass
+from bnpzoo.inference.hdp_gd.svi import fit_svi
+from bnpzoo.inference.hdp_gd.updates import Globals, Observations, Prior, local_bound, local_step, saliency_mean, tables
 from bnpzoo.ops import (geometric_transform, log_remaining_mass, normalise_histograms, row_blocks,
                         stick_breaking_log_weights)
 from bnpzoo.threads import fit_threads
 
-INFERENCE = ("vi", "online-vi")
+INFERENCE = ("vi", "online-vi", "svi")
+SVI_STEPS, SVI_LEARNING_RATE = 300, 0.005  # svi's default steps and Adam's step (benchmarks/reports/hdp_gd.md)
 LOCAL_ITERS = 5  # rounds of q(Z), q(phi) for data the fit has not seen
 ONLINE_PASSES = 3  # online-vi's default passes over the data
-MERGE_CHECKS_PER_PASS = 10  # online-vi: merges are tried after at most about this many minibatches a pass
 
 
 def _unsort(values: torch.Tensor, order: torch.Tensor) -> torch.Tensor:
@@ -90,7 +90,12 @@ class HDPGD(Estimator):
     ----------
     truncation : K, global atoms (eq. (20)).
     group_truncation : T, atoms per group (eq. (21)).
-    inference : "vi" (batch, Algorithm 1) or "online-vi" (minibatches, Algorithm 2).
+    inference : "vi" (batch, Algorithm 1), "online-vi" (minibatches, Algorithm 2) or "svi" (Pyro's
+        SVI on the program itself, with the mean-field guide of ``bnpzoo.guides.hdp_gd`` learning the
+        global factors and the rows' z and phi summed out: ``bnpzoo.inference.hdp_gd.svi``).
+    model : svi only: the program to fit, an edited copy of ``bnpzoo.models.hdp_gd.model`` (``bnpzoo
+        new-model hdp-gd my_model.py``) with its signature; None: that program. Prediction and
+        ``relevance`` score new rows with the shipped likelihood (eq. (16)). ``load`` needs it again.
     gamma, lam : the global and group concentrations (eq. (5), (9)), > 0.
     xi1, xi2 : the saliency prior Dir(xi1, xi2) (eq. (15)), > 0.
     prior_shape, prior_rate : the Gamma prior of every Beta parameter (eq. (17)-(18)); the default
@@ -98,12 +103,12 @@ class HDPGD(Estimator):
         parameters of proportions.
     input : "proportions" (rows inside the simplex, or compositions summing to 1; checked) or
         "histograms" (normalised; module docstring). floor : the histograms' floor.
-    max_iter : iterations (vi; default 300) or passes over the data (online-vi; default 3: on data
-        drawn from the model, random states 0 to 11, two draws, the third pass took the lowest NMI
-        from 0.882 to 0.998 against batch vi's 1.000; on digits-proportions, 6 seeds, mean NMI
-        0.589 against 0.590 with 2).
-    tol : vi stops when the bound changes by less than tol per observation between iterations.
-    batch_size : online-vi's minibatch (default min(N, 200)).
+    max_iter : iterations (vi; default 300), passes over the data (online-vi; default 3,
+        ``benchmarks/reports/hdp_gd.md``) or steps (svi; default 300).
+    tol : vi stops when the bound changes by less than tol per observation between iterations;
+        svi when it changes by less than tol relative between two evaluations, 10 steps apart.
+    batch_size : online-vi's minibatch (default min(N, 200)); svi's (default None: every row).
+    learning_rate : svi's step (Adam; default 0.005).
     learning_offset, learning_decay : eta0 and kappa of zeta_r = (eta0 + r)^(-kappa), eq. (32)
         needs 0.5 < kappa <= 1.
     merges : merge candidates tried at each check (vi: whenever the bound has converged, and the
@@ -118,7 +123,8 @@ class HDPGD(Estimator):
     expected mixing over the global atoms), ``atoms_per_group_`` (global atoms used by the rows of
     each group), ``n_clusters_`` (global atoms used by some row), ``component_means_`` (K x D:
     E[alpha] / (E[alpha] + E[beta]) of the transformed coordinates), ``elbo_trace_`` (vi: the
-    bound per iteration; online-vi: each minibatch's estimate of it, scaled to the data),
+    bound per iteration; online-vi: each minibatch's estimate of it, scaled to the data; svi: the
+    program's bound with z and phi summed out, a Monte-Carlo estimate every 10 steps),
     ``converged_``, ``n_iter_``, ``n_passes_``, ``fit_seconds_``, ``n_features_in_``, ``groups_``
     (the group labels, in the order of the group axis), ``posterior_`` (the global factors).
     """
@@ -141,12 +147,14 @@ class HDPGD(Estimator):
         "learning_offset": Interval(float, 0),
         "learning_decay": Interval(float, 0.5, 1.0, low_open=True),
         "merges": Interval(int, 0, optional=True),
+        "learning_rate": Interval(float, 0, low_open=True, optional=True),
         "n_init": Interval(int, 1),
         "dtype": OneOf("float32", "float64"),
         "random_state": SEED,
         "verbose": OneOf(True, False),
     }
     _fitted_marker = "posterior_"
+    _unsaved_params = ("model",)
     _fit_call = "fit(X, groups)"
     _fitted_attributes = ("labels_", "saliency_", "weights_", "group_weights_", "atoms_per_group_", "n_clusters_",
                           "component_means_", "elbo_trace_", "converged_", "n_iter_", "n_passes_", "fit_seconds_",
@@ -157,9 +165,17 @@ class HDPGD(Estimator):
                  prior_rate: float = 0.01, input: str = "proportions", floor: float = 0.05,
                  max_iter: int | None = None, tol: float = 1e-4, batch_size: int | None = None,
                  learning_offset: float = 1.0, learning_decay: float = 0.6, merges: int | None = None,
-                 n_init: int = 3, dtype: str = "float32", device: str | None = None,
-                 random_state: int | None = None, verbose: bool = False):
+                 model=None, learning_rate: float | None = None, n_init: int = 3, dtype: str = "float32",
+                 device: str | None = None, random_state: int | None = None, verbose: bool = False):
         self._store(locals())
+
+    def _validate_params(self):
+        super()._validate_params()
+        if self.model is not None and not callable(self.model):
+            raise ValueError(f"model must be a Pyro program (a callable), got {self.model!r}")
+        if self.model is not None and self.inference != "svi":
+            raise ValueError(f"model= is fitted by inference='svi', not {self.inference!r}: the closed-form "
+                             "learners are derived for the shipped program")
 
     # -- input ---------------------------------------------------------------------------------
     def _prior(self) -> Prior:
@@ -224,96 +240,67 @@ class HDPGD(Estimator):
         start = time.perf_counter()
         seed = int(self.random_state) if self.random_state is not None else int(torch.randint(2**31, ()))
         torch.manual_seed(seed)
+        prior, schedule = self._prior(), self._schedule(obs.x.shape[0])
         if self.inference == "vi":
-            g, r, trace = self._fit_batch(obs, seed)
+            g, trace, self.n_iter_, self.converged_ = fit_batch(obs, prior, schedule, max_iter=self.max_iter or 300,
+                                                                seed=seed)
+            self.n_passes_ = self.n_iter_
+        elif self.inference == "svi":
+            g, trace = self._fit_svi(obs, prior, seed)
         else:
-            g, r, trace = self._fit_online(obs, seed)
+            passes = self.max_iter or ONLINE_PASSES
+            g, trace, self.n_iter_ = fit_online(obs, prior, schedule, passes=passes, seed=seed)
+            self.n_passes_, self.converged_ = passes, True
         self.fit_seconds_ = time.perf_counter() - start
-        self._finish(g, obs, r, order, trace)
+        self._finish(g, obs, order, trace)
         return self
 
-    def _fit_batch(self, obs, seed):
-        prior, n = self._prior(), obs.x.shape[0]
-        g = initial_globals(obs, self.truncation, self.group_truncation, prior, n_init=self.n_init, seed=seed)
-        f = saliency_mean(g).expand_as(obs.x).clone()
-        trace, max_iter = [], self.max_iter or 300
-        self.converged_ = False
-        with tqdm(total=max_iter, disable=not self.verbose, desc="hdp-gd vi", unit="it") as bar:
-            for it in range(max_iter):
-                g, f, value, r = batch_iteration(obs, g, prior, f)
-                trace.append(float(value))  # one host sync an iteration: the convergence test reads it
-                bar.update()
-                if converged(trace, self.tol, n):
-                    g, f, kept = merge_moves(obs, g, prior, f, candidates=self._merges())
-                    if kept:  # the merged state is iterated to convergence again
-                        continue
-                    self.converged_ = True
-                    break
-        self.n_iter_, self.n_passes_ = it + 1, it + 1
-        _, r, _, _ = local_step(obs, g, tables(g), iters=1, f=f)
-        return g, r, trace
+    def _fit_svi(self, obs, prior: Prior, seed: int):
+        """Pyro's SVI on the program, started from batch vi's fit of the shipped program: from the
+        K-means start alone, SVI's noisy steps kept 28 or 29 atoms where vi merges to the 7 drawn (NMI
+        0.62 against 1.0, ``benchmarks/reports/hdp_gd.md``)."""
+        from bnpzoo.models.hdp_gd import model as shipped
 
-    def _fit_online(self, obs, seed):
-        n = obs.x.shape[0]
-        passes = self.max_iter or ONLINE_PASSES
-        generator = torch.Generator().manual_seed(seed)
-        r = torch.zeros(n, self.truncation, dtype=obs.x.dtype, device=obs.x.device)
-        # the start: K-means on a random sample of min(N, max(20 K, batch)) rows, counts scaled to the data
-        sample = torch.randperm(n, generator=generator)[: max(20 * self.truncation, self._batch_size(n))]
-        g = initial_globals(obs.rows(sample.sort().values.to(obs.x.device)), self.truncation, self.group_truncation,
-                            self._prior(), n_init=self.n_init, seed=seed, data_sizes=obs.sizes)
-        estimates, step = [], 0
-        with tqdm(total=passes * -(-n // self._batch_size(n)), disable=not self.verbose, desc="hdp-gd online-vi",
-                  unit="batch") as bar:
-            for done in range(passes):
-                perm = torch.randperm(n, generator=generator).to(obs.x.device)
-                # the last of several passes refines without merges: a merge judged on a minibatch
-                # there would have no pass left to correct it (digits-proportions, 6 seeds: mean NMI
-                # 0.581 with merges in all 3 passes, 0.589 without them in the third, 0.590 in 2)
-                merges = passes == 1 or done < passes - 1
-                g, step = self._online_pass(obs, g, perm, step, estimates, r=r, bar=bar, merges=merges)
-        self.n_iter_, self.n_passes_, self.converged_ = step, passes, True
-        return g, r, torch.stack(estimates).tolist()
+        start = fit_batch(obs, prior, self._schedule(obs.x.shape[0]), max_iter=300, seed=seed)[0]
+        kwargs = dict(n_groups=len(self.groups_), truncation=self.truncation, group_truncation=self.group_truncation,
+                      gamma=prior.gamma, lam=prior.lam, xi=prior.xi, parameter_prior=(prior.shape, prior.rate))
+        g, run = fit_svi(self.model or shipped, obs.x, obs.groups, start, model_kwargs=kwargs,
+                         max_iter=self.max_iter or SVI_STEPS, learning_rate=self.learning_rate or SVI_LEARNING_RATE,
+                         tol=self.tol, batch_size=self.batch_size, verbose=self.verbose)
+        self.n_iter_, self.n_passes_, self.converged_ = run.n_iter, run.n_iter, run.converged
+        return g, run.elbo_trace
 
     def _merges(self) -> int:
         return (5 if self.inference == "vi" else 1) if self.merges is None else self.merges
 
     def _rows_per_step(self, n: int) -> int:
+        if self.inference == "svi":
+            return min(n, self.batch_size or n)
         return n if self.inference == "vi" else self._batch_size(n)
 
     def _batch_size(self, n: int) -> int:
         return min(n, self.batch_size or 200)
 
-    def _online_pass(self, obs, g, perm, step, estimates, *, r=None, bar=None, merges=True):
-        """One pass of Algorithm 2 over ``obs`` in the order ``perm``, the minibatches numbered on from
-        ``step``: their bound estimates are appended to ``estimates`` (tensors: no host sync in the
-        loop) and their rows' r written into ``r`` when given; merge checks where ``merges``.
-        Returns (globals, the last step)."""
-        prior, n = self._prior(), obs.x.shape[0]
-        batch_size = self._batch_size(n)
-        every = max(1, -(-n // batch_size) // MERGE_CHECKS_PER_PASS)
-        for start in range(0, n, batch_size):
-            rows = perm[start : start + batch_size].sort().values  # group order within the batch
-            step += 1
-            batch = obs.rows(rows)
-            g, r_batch, f, estimate = online_step(batch, g, prior, n_total=n, group_sizes=obs.sizes, step=step,
-                                                  offset=self.learning_offset, decay=self.learning_decay)
-            estimates.append(estimate)
-            if merges and step % every == 0:
-                g, _, _ = merge_moves(batch, g, prior, f, candidates=self._merges(), scale=n / len(rows))
-            if r is not None:
-                r[rows] = r_batch
-            if bar is not None:
-                bar.update()
-        return g, step
+    def _schedule(self, n: int) -> Schedule:
+        return Schedule(truncation=self.truncation, group_truncation=self.group_truncation, n_init=self.n_init,
+                        merges=self._merges(), tol=self.tol, batch_size=self._batch_size(n),
+                        offset=self.learning_offset, decay=self.learning_decay, verbose=self.verbose)
 
+    def fit_predict(self, X, groups=None) -> np.ndarray:
+        """Fit, then the global atom of each training row (``labels_``)."""
+        return self.fit(X, groups).labels_
+
+    def _why_no_partial_fit(self):
+        if self.inference != "online-vi":
+            return f"HDPGD(inference={self.inference!r}) has no partial_fit: a stream needs inference='online-vi'"
+        return None
+
+    @offered_if(_why_no_partial_fit)
     @fit_threads
     @keeps_caller_state
     def partial_fit(self, X, groups=None):
         """online-vi: one pass of minibatch steps over X, resuming the previous call's factors (the
         first call fits from scratch). Group labels must be those of the first call."""
-        if self.inference != "online-vi":
-            raise ValueError(f"partial_fit streams with inference='online-vi', not {self.inference!r}")
         if not hasattr(self, "posterior_"):  # the first call: one pass from scratch
             max_iter, self.max_iter = self.max_iter, 1
             try:
@@ -326,10 +313,10 @@ class HDPGD(Estimator):
             set_rng_state(self._stream_rng)
         perm = torch.randperm(obs.x.shape[0]).to(obs.x.device)
         estimates = []
-        g, self.n_iter_ = self._online_pass(obs, Globals(**self.posterior_), perm, self.n_iter_, estimates)
+        g, self.n_iter_ = online_pass(obs, Globals(**self.posterior_), self._prior(), self._schedule(obs.x.shape[0]),
+                                      perm, self.n_iter_, estimates)
         self.n_passes_ += 1
-        _, r, _, _ = local_step(obs, g, tables(g), iters=LOCAL_ITERS)
-        self._finish(g, obs, r, order, self.elbo_trace_ + torch.stack(estimates).tolist())
+        self._finish(g, obs, order, self.elbo_trace_ + torch.stack(estimates).tolist())
         return self
 
     # -- saving and resuming a stream (online-vi) ----------------------------------------------
@@ -343,9 +330,11 @@ class HDPGD(Estimator):
     def _resume(self, state) -> None:
         self._stream_rng = state["rng"]
 
-    def _finish(self, g: Globals, obs: Observations, r: torch.Tensor, order: torch.Tensor, trace):
-        """The fitted attributes from the global factors and the training rows' r (in group order)."""
+    def _finish(self, g: Globals, obs: Observations, order: torch.Tensor, trace):
+        """The fitted attributes from the global factors; the training rows' labels are what
+        ``predict`` gives them (their local factors refitted to the final globals, in group order)."""
         self._stream_rng = get_rng_state()  # where the stream stands: save and pickles keep it
+        _, r, _, _ = local_step(obs, g, tables(g), iters=LOCAL_ITERS)
         self.posterior_ = {name: getattr(g, name) for name in Globals.__dataclass_fields__}
         labels = r.argmax(1)
         self.labels_ = _unsort(labels, order).cpu().numpy()

@@ -34,10 +34,10 @@ from bnpzoo.caller_state import keeps_caller_state
 from bnpzoo.families import ComponentPrior, TracedFamily
 from bnpzoo.inference import data_parallel
 from bnpzoo.inference.kmeans import kmeans, nearest_centres
-from bnpzoo.inference.sticks import sort_by_size
-from bnpzoo.inference.vmm import fit_vmm, prior_terms
+from bnpzoo.inference.stick_mixture.sticks import sort_by_size
+from bnpzoo.inference.stick_mixture.vmm import fit_vmm, prior_terms
 from bnpzoo.mapped import centred_gram, column_sums, passes, take
-from bnpzoo.mixture_session import GENERIC, LEARNERS, StochasticSession, check_closed_form
+from bnpzoo.inference.stick_mixture.session import GENERIC, LEARNERS, StochasticSession, check_closed_form
 from bnpzoo.ops import (conjugate_sticks, default_sigma, relative_spreads, stick_breaking_log_weights,
                         weights_to_sticks)
 from bnpzoo.threads import fit_threads
@@ -45,13 +45,10 @@ from bnpzoo.threads import fit_threads
 INFERENCE = ("vmm", *LEARNERS)
 STOCHASTIC = tuple(name for name in LEARNERS if name != "vi")
 # the least rows of vmm's K-means start (at least 20 per cluster, as for the stochastic learners):
-# on 200,000 x 64 three restarts on all the rows took 57 of the fit's 58 s; on blobs of 50
-# clusters (200,000 x 64, spread 1 and 0.6) samples of 2,000, 5,000 and all the rows gave the same
-# NMI (1.000, 0.959) in 1.2 to 1.7 s against 38 s
+# a sample of 2,000 gave the NMI of all the rows in a fraction of the time (benchmarks/reports/speed.md)
 KMEANS_SAMPLE = 2000
-# vmm's memoized batches (``inference.vmm.memoized_expectation``) when batch_size is None: q moves
-# once a batch. 500,000 x 16 with full covariances (soft, 20 clusters): 75 s in one batch, 54 s in
-# batches of 100,000, 51 s of 50,000, the same fit; 100,000 x 32 and data up to 50,000 rows alike
+# vmm's memoized batches (``inference.stick_mixture.vmm.memoized_expectation``) when batch_size is
+# None: q moves once a batch; the same fit, faster on large data (benchmarks/reports/speed.md)
 VMM_BATCH = 50_000
 
 # the arguments every stick mixture shares, with their allowed values
@@ -77,7 +74,7 @@ SHARED_PARAMETERS = """
     prior_precision : lambda0; each mean has prior N(mean of X, std^2 / lambda0) per feature, and
         its fitted value is pulled a fraction lambda0 / (N_k + lambda0) toward the data mean. The
         default 1 is a vague prior (as scikit-learn's mean_precision_prior).
-    pruning_precision : the learners' pruning phase (``inference.vmm``): they first run to
+    pruning_precision : the learners' pruning phase (``inference.stick_mixture.vmm``): they first run to
         convergence (SVI: at most max_iter / 2 steps) with this stronger prior, under which the
         clusters K-means split off lose their members, then continue under ``prior_precision``,
         so the means end unbiased. None: the family's default (20 for the Gaussian, 100 for the
@@ -87,7 +84,7 @@ SHARED_PARAMETERS = """
         and on data drawn from the model the mean errors fall to those of scikit-learn's BGM
         (``benchmarks/reports/pyp_ggm.md``).
     split_moves : births, vmm only: after the pruning phase, once the assignments settle, propose
-        splitting every cluster in two and keep the splits that raise the bound (``inference.vmm``,
+        splitting every cluster in two and keep the splits that raise the bound (``inference.stick_mixture.vmm``,
         scored without a pass over the data), until none is kept; the learners otherwise only ever
         close clusters. None (default): on for vmm. Judged on eight labelled sets (iris, wine,
         breast cancer, digits, and R's ais, Pima.tr, RootStock and crabs, standardised), the
@@ -107,7 +104,7 @@ SHARED_PARAMETERS = """
     batch_size : minibatch size of the SVI learners (None: full batch for vi, min(N, 1000) for
         the papers' learners); for vmm, the rows of each memoized batch, after which q is
         re-estimated from every batch's statistics (None: 50,000; N or more: batch vmm).
-    learning_rate : the step eta of the SVI learner (None: its default, ``mixture_session.LEARNERS``:
+    learning_rate : the step eta of the SVI learner (None: its default, ``inference.stick_mixture.session.LEARNERS``:
         Adam 0.05 for vi, 0.1 for sga-fisher as in [DPM-SGA], 0.02 for svmm). vi and svmm move
         each coordinate by about eta whatever its gradient, so their eta for the means is in units
         of the component's standard deviation, one per feature. For sga,
@@ -543,8 +540,8 @@ class StickMixture(MixtureEstimator):
 class MixtureSVI(StickMixture):
     """Fit your own stick-breaking mixture program with the generic SVI learners.
 
-    Copy ``bnpzoo/models/dp_gmm.py`` (or ``pyp_ggm.py``), edit the program (another likelihood,
-    another prior), and fit it::
+    Copy the program ``bnpzoo.models.dp_gmm`` (or ``pyp_ggm``) to a file of your own
+    (``bnpzoo new-model dp-gmm my_model.py``), edit it (another likelihood, another prior), and fit it::
 
         est = MixtureSVI(model=my_model, inference="svmm", truncation=30).fit(X)
         est.predict(X); est.means_; est.weights_; est.elbo_trace_

@@ -12,20 +12,23 @@ MIN_WEIGHT = 1e-4  # weights below it (scikit-learn's BGM keeps every component)
 def comparison_figure(records: list, dataset, path) -> None:
     """Three panels for every fit of ``bnpzoo compare``: its learner's objective (nats per sample;
     vmm's MAP objective, the SVI learners' bound on their evaluation minibatch) against wall time,
-    NMI and ACC against the labels (horizontal bars, one row per fit), and its cluster
-    weights by rank. Fits without a bound trace (scikit-learn's BGM) appear in the last two."""
+    NMI and ACC against the labels (horizontal bars, one row per fit, each with its value), and
+    its cluster weights by rank. Series differ by colour, and past ten by marker too. Fits without
+    a bound trace (scikit-learn's BGM) appear in the last two."""
     names = [f"{r['model']} / {r['inference']}" for r in records]
-    palette = list(plt.cm.tab10.colors) + list(plt.cm.Dark2.colors)  # 18 distinct, no paired shades
-    colours = [palette[i % len(palette)] for i in range(len(records))]
+    # ten distinct colours, then the same ten with another marker: no two series look alike
+    colours = [plt.cm.tab10.colors[i % 10] for i in range(len(records))]
+    markers = ["o", "s", "^", "D"]
+    marker = [markers[(i // 10) % len(markers)] for i in range(len(records))]
     fig, axes = plt.subplots(1, 3, figsize=(16, 0.35 * len(records) + 3.2),
                              gridspec_kw={"width_ratios": [1.2, 1, 1]})
     settled = []  # the later half of every trace sets the panel's range (early values can be far below)
-    for name, r, colour in zip(names, records, colours):
+    for name, r, colour, m in zip(names, records, colours, marker):
         est = r["_estimator"]
         seconds = getattr(est, "elbo_seconds_", None)
         if seconds:
             trace = np.asarray(est.elbo_trace_) / r["n"]
-            axes[0].plot(seconds, trace, "o-", ms=2, color=colour, label=name)
+            axes[0].plot(seconds, trace, "-", marker=m, ms=3, color=colour, label=name)
             settled.append(trace[len(trace) // 2:])
     if settled:
         low, high = min(t.min() for t in settled), max(t.max() for t in settled)
@@ -36,16 +39,18 @@ def comparison_figure(records: list, dataset, path) -> None:
     rows = np.arange(len(records))[::-1]
     for offset, metric, hatch in ((0.2, "nmi", None), (-0.2, "acc", "///")):
         values = [r[metric] if r[metric] is not None else np.nan for r in records]
-        axes[1].barh(rows + offset, values, height=0.38, color=colours, hatch=hatch, edgecolor="white",
-                     label=metric.upper())
+        bars = axes[1].barh(rows + offset, values, height=0.38, color=colours, hatch=hatch, edgecolor="white",
+                            label=metric.upper())
+        axes[1].bar_label(bars, labels=["" if np.isnan(v) else f"{v:.2f}" for v in values], padding=2, fontsize=7)
     axes[1].set_yticks(rows, names, fontsize=8)
-    axes[1].set(xlim=(0, 1), title="NMI (plain) and ACC (hatched) against the labels" if dataset.labels is not None
+    axes[1].set(xlim=(0, 1.12), title="NMI (plain) and ACC (hatched) against the labels" if dataset.labels is not None
                 else "no labels given")
 
-    for name, r, colour in zip(names, records, colours):
+    for name, r, colour, m in zip(names, records, colours, marker):
         w = np.sort(np.asarray(r["_estimator"].weights_))[::-1]
         w = w[w >= MIN_WEIGHT]
-        axes[2].plot(np.arange(1, w.size + 1), w, "o-", ms=3, color=colour, label=f"{name} ({r['seconds']:.2f} s)")
+        axes[2].plot(np.arange(1, w.size + 1), w, "-", marker=m, ms=3, color=colour,
+                     label=f"{name} ({r['seconds']:.2f} s, {w.size} clusters)")
     axes[2].set(yscale="log", xlabel="cluster, by weight", ylabel="weight",
                 title=f"cluster weights (those above {MIN_WEIGHT:g})")
     axes[2].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0), frameon=False)

@@ -32,7 +32,7 @@ class Entry:
     def options(self):
         """(flag, parameter, argparse kwargs) for every model option of the estimator."""
         for name, constraint in self.estimator._parameter_constraints.items():
-            if name in COMMON:
+            if name in COMMON or name in self.estimator._renamed:
                 continue
             kwargs = {"dest": name, "default": None, "help": f"{constraint.describe()}"}
             if isinstance(constraint, OneOf) and set(constraint.options) == {True, False}:
@@ -59,6 +59,6 @@ MODELS = {
     "dp-gmm": Entry(DPGMM, MIXTURE_LEARNERS),
     # compared with its default (Laplace) likelihood, by the learners of [PYPM-sVMM]
     "pyp-ggm": Entry(PYPGGM, MIXTURE_LEARNERS, compared=("svmm", "svmm-mgrad", "svmm-grad")),
-    "hdp-gd": Entry(HDPGD, HDP_GD_LEARNERS, needs_groups=True),
+    "hdp-gd": Entry(HDPGD, HDP_GD_LEARNERS, needs_groups=True, compared=("vi", "online-vi")),
     "coupled-dp": Entry(CoupledDP, COUPLED_DP_LEARNERS, grouped=True),
 }

@@ -6,7 +6,7 @@ Loaded over unloaded wall time, with torch's 2 default threads: vmm 4.3 x, sga 3
 natgrad-svi 49.7 x; with ``OMP_WAIT_POLICY=PASSIVE`` (threads sleep instead of spinning) 1.9 x
 each; with one thread 1.5, 1.7 and 1.5 x. Unloaded, one thread is as fast as two on steps this
 small (a minibatch of 1000 x 64 against 50 clusters), and two pay from about 10,000 rows x 50
-clusters x 64 features a pass (vmm on 30,000 rows: 0.25 s against 0.35 s).
+clusters x 64 features a pass (the measurements: ``benchmarks/reports/speed.md``, "Behind the code").
 
 So bnpzoo does two things:
 

@@ -1,1 +1,3 @@
-"""Hand-written guides, one file per model with the model's file name (``bnpzoo.guides``)."""
+"""Hand-written guides (``bnpzoo.guides``): ``stick_mixture`` for every stick-breaking mixture
+(``models.dp_gmm``, ``models.pyp_ggm``, ``models.bernoulli_mixture`` and copies of them), and
+``hdp_gd`` for ``models.hdp_gd``. The coupled model's sampler needs none."""

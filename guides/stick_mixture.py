@@ -4,8 +4,8 @@
 ``map_guide``: Delta sites, the MAP estimate of each variational log-posterior ([DPM-SGA] eq. (5):
 E[theta] <- argmax ln q(theta)). The sticks' Delta carries the log-Jacobian of the logit
 coordinate in which they are optimised, so the objective is the density of u = logit v (see
-``inference.sticks``: its maximiser exists for every alpha and discount). ``mean_field_guide``:
-q(v_k) = Beta(c1_k, c0_k) and q(mu_k) = N(m_k, diag(s_k^2)), the factorisation of [DPM-SGA]
+``inference.stick_mixture.sticks``: its maximiser exists for every alpha and discount).
+``mean_field_guide``: q(v_k) = Beta(c1_k, c0_k) and q(mu_k) = N(m_k, diag(s_k^2)), the factorisation of [DPM-SGA]
 eq. (3). Both are factories that take initial values (K-means means and sticks) and return a
 guide with the model's signature. ``natural_guide``: Beta sticks and the component family's
 conjugate factor (``bnpzoo.families``: the means, and the precisions where the family learns a

@@ -17,13 +17,13 @@ which makes -p.grad exactly that average.
     NaturalGradientSVI  theta <- (1 - p_t) theta + p_t theta_hat          [PYPM-sVMM] eq. (10), Table I
     Adam          Kingma and Ba (2015), the ``vi`` learner's rule, here so that its step has a unit
 
-How the PyroOptim contract is met (STYLE.md, known traps). PyroOptim builds one optimizer per
+How the PyroOptim contract is met (traps found by running it). PyroOptim builds one optimizer per
 parameter and hands it the *unconstrained* tensor with no closure:
 
 - every rule above is elementwise, so one optimizer per tensor is all it needs, and it acts on the
   unconstrained coordinates (a stick is moved in logit space, by the chain rule's gradient);
 - the per-sample Fisher cannot be read off p.grad, which only holds the minibatch sum. The learner
-  computes it (vectorised, see ``inference.fisher``) on the same minibatch before the step and
+  computes it (vectorised, see ``inference.stick_mixture.fisher``) on the same minibatch before the step and
   posts it on a ``FisherBoard``; PyroOptim's per-parameter ``optim_args`` callable hands each
   parameter's optimizer the board entry under that parameter's name;
 - natural-gradient SVI needs theta_hat - theta, not a gradient of the bound. The learner's loss

@@ -17,10 +17,11 @@ transform's Jacobian does not depend on the parameters, so the program observes 
 prior (shape, rate) serves every Beta parameter, components and background alike ([HDP-GD]
 leaves them free; we use one pair).
 
-Sites: ``psi`` (K-1 global sticks), ``pi`` (M x (T-1) group sticks), ``w`` (M x T),
+Sites: ``psi`` (K-1 global sticks), ``pi`` (M x (T-1) group sticks), ``w`` (M x T x K, one-hot),
 ``saliency`` (D), ``alpha``, ``beta`` (K x D), ``alpha_bg``, ``beta_bg`` (D), then per
-observation ``z``, ``phi`` (D) and ``x`` (D) under the plate ``"data"``. ``groups`` gives each
-observation's group 0..M-1. With ``data=None`` the program generates data for ``groups``.
+observation ``z`` (N x 1) under the plate ``"data"`` (dim -2), and ``phi`` and ``x`` (N x D) under
+it and ``"features"``. ``groups`` gives each observation's group 0..M-1. With ``data=None`` the
+program generates data for ``groups``.
 """
 
 import pyro
@@ -42,10 +43,12 @@ def model(
     xi=(1.0, 1.0),
     parameter_prior=(1.0, 0.01),
     dim: int | None = None,
+    subsample_size: int | None = None,
 ):
     """The generative program. ``truncation`` is K, ``group_truncation`` T, ``gamma`` and ``lam``
     the global and group concentrations, ``xi`` the saliency prior (xi1, xi2), ``parameter_prior``
-    the Gamma (shape, rate) of every Beta parameter."""
+    the Gamma (shape, rate) of every Beta parameter, ``subsample_size`` the rows of a minibatch
+    (the plate draws them and scales their terms by N / size)."""
     groups = torch.as_tensor(groups)
     n_groups = int(groups.max()) + 1 if n_groups is None else n_groups
     d = data.shape[1] if data is not None else dim
@@ -63,11 +66,12 @@ def model(
         with pyro.plate("group_sticks", group_truncation - 1, dim=-1):
             pi = pyro.sample("pi", dist.Beta(one, one * lam))
         with pyro.plate("group_atoms", group_truncation, dim=-1):
-            w = pyro.sample("w", dist.Categorical(logits=log_psi))
+            w = pyro.sample("w", dist.OneHotCategorical(logits=log_psi))  # (M, T, K), one-hot
     log_pi = stick_breaking_log_weights(pi)
 
     # saliencies eps_l1 ~ Beta(xi1, xi2), eq. (15); Beta parameters ~ Gamma, eq. (17)-(18)
-    with pyro.plate("features", d, dim=-1):
+    features = pyro.plate("features", d, dim=-1)
+    with features:
         saliency = pyro.sample("saliency", dist.Beta(one * xi[0], one * xi[1]))
         alpha_bg = pyro.sample("alpha_bg", dist.Gamma(shape, rate))
         beta_bg = pyro.sample("beta_bg", dist.Gamma(shape, rate))
@@ -75,12 +79,16 @@ def model(
             alpha = pyro.sample("alpha", dist.Gamma(shape, rate))
             beta = pyro.sample("beta", dist.Gamma(shape, rate))
 
-    with pyro.plate("data", groups.shape[0], dim=-1):
-        z = pyro.sample("z", dist.Categorical(logits=log_pi[groups]))
-        k = w[groups, z]
-        # feature relevance phi_jil ~ Bernoulli(eps_l1), eq. (14); X_jil, eq. (16)
-        phi = pyro.sample("phi", dist.Bernoulli(saliency).expand([groups.shape[0], d]).to_event(1))
-        relevant = phi.bool()
-        a = torch.where(relevant, alpha[k], alpha_bg)
-        b = torch.where(relevant, beta[k], beta_bg)
-        return pyro.sample("x", dist.Beta(a, b).to_event(1), obs=data)
+    # rows on dim -2 and features on dim -1, so that the group atom z_n and every relevance phi_nl
+    # can be summed out exactly (TraceEnum_ELBO, the "svi" learner): x_nl depends on phi_nl alone
+    with pyro.plate("data", groups.shape[0], subsample_size=subsample_size, dim=-2, device=like.device) as rows:
+        g = groups[rows, None]
+        z = pyro.sample("z", dist.Categorical(logits=log_pi[g]), infer={"enumerate": "parallel"})
+        atom = w[g, z]  # (N, 1, K): the global atom of each row's group atom, one-hot
+        with features:
+            # feature relevance phi_jil ~ Bernoulli(eps_l1), eq. (14); X_jil, eq. (16)
+            phi = pyro.sample("phi", dist.Bernoulli(saliency), infer={"enumerate": "parallel"})
+            relevant = phi.bool()
+            a = torch.where(relevant, (atom @ alpha).squeeze(-2), alpha_bg)  # (N, D), or more with z summed out
+            b = torch.where(relevant, (atom @ beta).squeeze(-2), beta_bg)
+            return pyro.sample("x", dist.Beta(a, b), obs=None if data is None else data[rows])

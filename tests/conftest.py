@@ -2,14 +2,23 @@ import os
 
 import numpy as np
 import pyro
+import pyro.distributions as dist
 import pytest
 import torch
+
+from bnpzoo import DPBMM, DPGMM, HDPGD, PYPGGM, CoupledDP, MixtureSVI
+from bnpzoo.models.stick_breaking import feature_vectors, stick_breaking_prior
 
 # BNPZOO_TEST_DEVICE=cuda fits every estimator left at device=None on that device, whatever the
 # test passes in (numpy data included), and ``load`` maps saved files there: the suite's check on a
 # GPU machine (``bash .ci/gpu``). CI has none. Tests marked ``cpu_state`` stay on the CPU: they
 # build the learners' internals from CPU tensors, or compare two code paths bit for bit, which
 # holds where the reductions run in one order.
+# pytest-xdist's workers share the machine's cores: one torch thread each (with two threads a
+# worker on 2 cores, the suite took as long as one process did)
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    torch.set_num_threads(1)
+
 _TEST_DEVICE = {"device": os.environ.get("BNPZOO_TEST_DEVICE")}
 if _TEST_DEVICE["device"]:
     from bnpzoo.base import Estimator
@@ -120,3 +129,34 @@ def load_written(tmp_path, name, content, **side_files):
             paths[key] = tmp_path / f"{key}.txt"
             paths[key].write_text(text)
     return data.load(str(tmp_path / name), **paths)
+
+
+def student_t_model(data=None, *, truncation=20, alpha=1.0, sigma=1.0, df=4.0, prior_mean=0.0, prior_precision=1.0,
+                    subsample_size=None, num_data=None, dim=None):
+    """models/dp_gmm.py copied, with its likelihood edited to a Student-t of ``df`` degrees."""
+    n, (sigma, m0) = feature_vectors(data, num_data, dim, sigma, prior_mean)
+    log_weights, mu = stick_breaking_prior(truncation, alpha, 0.0, m0, sigma / prior_precision**0.5)
+    with pyro.plate("data", n, subsample_size=subsample_size, dim=-1) as idx:
+        z = pyro.sample("z", dist.Categorical(logits=log_weights), infer={"enumerate": "parallel"})
+        obs = data[idx] if data is not None else None
+        return pyro.sample("x", dist.StudentT(df, mu[z], sigma).to_event(1), obs=obs)
+
+
+# every estimator, small and quick, as the fuzz table and the contract suite take them
+ESTIMATOR_CASES = {
+    "dpgmm vmm": lambda: DPGMM(truncation=10, random_state=0),
+    "dpgmm sga": lambda: DPGMM(truncation=10, inference="sga", max_iter=30, random_state=0),
+    "dpgmm natgrad-svi": lambda: DPGMM(truncation=10, inference="natgrad-svi", max_iter=30, random_state=0),
+    "dpgmm vi": lambda: DPGMM(truncation=10, inference="vi", max_iter=30, random_state=0),
+    "dpgmm natgrad-svi full": lambda: DPGMM(truncation=10, inference="natgrad-svi", covariance="full", max_iter=30,
+                                            random_state=0),
+    "dpbmm vmm": lambda: DPBMM(truncation=10, random_state=0),
+    "dpbmm natgrad-svi": lambda: DPBMM(truncation=10, inference="natgrad-svi", max_iter=30, random_state=0),
+    "pypggm svmm": lambda: PYPGGM(truncation=10, max_iter=30, random_state=0),
+    "mixture-svi student-t": lambda: MixtureSVI(model=student_t_model, truncation=10, max_iter=30, random_state=0),
+    "hdpgd vi": lambda: HDPGD(truncation=6, group_truncation=3, max_iter=20, random_state=0),
+    "hdpgd online-vi": lambda: HDPGD(truncation=6, group_truncation=3, inference="online-vi", batch_size=40,
+                                     random_state=0),
+    "hdpgd svi": lambda: HDPGD(truncation=6, group_truncation=3, inference="svi", max_iter=20, random_state=0),
+    "coupled-dp gibbs": lambda: CoupledDP(truncation=4, max_iter=4, warmup=2, random_state=0),
+}

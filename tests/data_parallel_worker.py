@@ -18,7 +18,7 @@ import torch
 
 import bnpzoo
 from bnpzoo.mixture import StickMixture
-from bnpzoo.mixture_session import LEARNERS
+from bnpzoo.inference.stick_mixture.session import LEARNERS
 
 SETTINGS = dict(truncation=10, max_iter=60, random_state=3)
 
@@ -29,7 +29,8 @@ def fixed_draws(tables):
     "evaluation" and "start" (the K-means sample)."""
     steps = iter(tables["steps"])
     with mock.patch("bnpzoo.inference.svi.minibatch_indices", lambda n, size, device: next(steps)), \
-            mock.patch("bnpzoo.mixture_session.evaluation_indices", lambda n, size, device: tables["evaluation"]), \
+            mock.patch("bnpzoo.inference.stick_mixture.session.evaluation_indices",
+                       lambda n, size, device: tables["evaluation"]), \
             mock.patch.object(StickMixture, "_start_sample", lambda self, x, floor: x[tables["start"]]):
         yield
 

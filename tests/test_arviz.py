@@ -69,11 +69,12 @@ def test_hdp_gd_pointwise_log_likelihood_is_the_programs_with_atoms_and_relevanc
                                                        "beta_bg")}
         terms = []
         for t, phi in itertools.product(range(4), itertools.product((0.0, 1.0), repeat=3)):
-            fixed = dict(sites, w=draw["w"], z=torch.full_like(groups, t), phi=torch.tensor(phi).expand(len(y), 3))
+            fixed = dict(sites, w=torch.nn.functional.one_hot(draw["w"], 6).double(),
+                         z=torch.full_like(groups, t)[:, None], phi=torch.tensor(phi).expand(len(y), 3))
             trace = poutine.trace(poutine.condition(hdp_gd_model, data=fixed)).get_trace(
                 x, groups, n_groups=4, truncation=6, group_truncation=4)
             trace.compute_log_prob()
-            terms.append(sum(trace.nodes[name]["log_prob"] for name in ("z", "phi", "x")))
+            terms.append(sum(trace.nodes[name]["log_prob"].reshape(len(y), -1).sum(-1) for name in ("z", "phi", "x")))
         program = torch.logsumexp(torch.stack(terms), 0) + log_jacobian
         ours = torch.as_tensor(idata.log_likelihood["x"].values[0, s]).double()
         torch.testing.assert_close(ours, program, rtol=1e-4, atol=2e-3)

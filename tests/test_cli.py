@@ -77,7 +77,7 @@ def test_compare_prints_a_table_and_writes_a_figure(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["fit", "dp-gmm", "--inference", "vmm", "--data", "digits", "--sigma", "0"], "sigma"),
+    (["fit", "dp-gmm", "--inference", "vmm", "--data", "digits", "--scale", "0"], "scale"),
     (["fit", "dp-gmm", "--inference", "vmm", "--data", "digits", "--truncation", "0"], "truncation"),
     (["fit", "dp-gmm", "--inference", "gibbs", "--data", "digits"], "inference"),
     (["fit", "dp-gmm", "--inference", "vmm", "--data", "missing.csv"], "does not exist"),

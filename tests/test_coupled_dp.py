@@ -165,8 +165,8 @@ def test_chains_that_disagree_say_how_many_sweeps_to_run():
 def test_preparing_the_sampler_leaves_the_fit_s_draws_as_they_were():
     """``prepare`` compiles the loops on a few tokens before sampling; the generator it drew from
     is put back, so the fit equals one on an already-compiled sampler."""
-    from bnpzoo.inference import coupled_gibbs
-    from bnpzoo.inference.coupled_kernel import prepare
+    from bnpzoo.inference.coupled import gibbs as coupled_gibbs
+    from bnpzoo.inference.coupled.kernel import prepare
 
     docs, groups = _corpus(docs_per_group=2)
     problem = coupled_gibbs.Problem(x=torch.arange(24) % 6, groups=torch.arange(24) // 12, q=torch.ones(2, 1),
@@ -185,12 +185,12 @@ def test_the_compile_notice_reads_numba_s_cache(tmp_path):
     import subprocess
     import sys
 
-    from bnpzoo.inference.coupled_kernel import sampler_cached
+    from bnpzoo.inference.coupled.kernel import sampler_cached
 
     docs, groups = _corpus(docs_per_group=2)
     CoupledDP(truncation=4, max_iter=2, warmup=0, random_state=0).fit(docs, groups)
     assert sampler_cached()
-    check = "from bnpzoo.inference.coupled_kernel import sampler_cached; print(sampler_cached())"
+    check = "from bnpzoo.inference.coupled.kernel import sampler_cached; print(sampler_cached())"
     fresh = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, check=True,
                            env=dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path)))
     assert fresh.stdout.strip() == "False"
@@ -281,7 +281,7 @@ def test_one_latent_dp_inherited_in_full_predicts_like_a_dp_mixture(documents):
     With the document level and b = 1e6, theta_d is pinned to D_t and the same holds."""
     import itertools
 
-    from bnpzoo.inference import coupled_gibbs as gibbs
+    from bnpzoo.inference.coupled import gibbs
     from bnpzoo.models.coupled_dp import model
 
     pyro.set_rng_seed(0)

@@ -10,8 +10,8 @@ import pyro
 import pytest
 import torch
 
-from bnpzoo.inference import coupled_cells
-from bnpzoo.inference import coupled_gibbs as gibbs
+from bnpzoo.inference.coupled import cells as coupled_cells
+from bnpzoo.inference.coupled import gibbs
 from bnpzoo.models.coupled_dp import model
 
 GROUPS = torch.tensor([0, 0, 0, 0, 1, 1, 1, 1])
@@ -112,11 +112,33 @@ def _float64():
     torch.set_default_dtype(before)
 
 
-def _paired_z_scores(changes):
-    """Mean over standard error of each statistic's paired change, for the statistics that moved."""
+COMMON_NAMES = ["coefficient 0", "inherited mass", "share of atoms from source 0", "weight", "z = 0",
+                "z from source 0", "z < 2", "alpha", "z shared across groups", "atoms used", "coefficient of z",
+                "weight of z", "alpha of z"]
+FAMILY_NAMES = {"categorical": ["x = 0", "x shared across groups"], "gaussian": ["x", "atom mean", "atom precision"]}
+DOCUMENT_NAMES = ["tables per token", "tokens of a document sharing an atom"]
+SAMPLED_B_NAMES = ["b / (1 + b)", "tables per token / (1 + b)"]
+LAYOUT_NAMES = ["atoms per group", "share of a group's largest atom"]
+
+
+def _names(family="categorical", documents=False):
+    """The names of ``_statistics`` (and ``_document_statistics``'s, for documents; "sampled" with b)."""
+    names = COMMON_NAMES + FAMILY_NAMES[family]
+    return names + (DOCUMENT_NAMES + (SAMPLED_B_NAMES if documents == "sampled" else []) if documents else [])
+
+
+def _paired_z_scores(changes, names):
+    """{statistic: mean over standard error of its paired change}, for the statistics that moved:
+    a failure names them."""
     changes = torch.stack(changes).numpy()
+    assert changes.shape[1] == len(names), (changes.shape, names)
     moved = changes.std(0) > 0
-    return changes.mean(0)[moved] / (changes.std(0)[moved] / np.sqrt(len(changes)))
+    z = changes.mean(0)[moved] / (changes.std(0)[moved] / np.sqrt(len(changes)))
+    return dict(zip(np.asarray(names)[moved].tolist(), np.round(z, 2).tolist()))
+
+
+def _largest(z: dict) -> float:
+    return max(map(abs, z.values()))
 
 
 @pytest.mark.parametrize("family", FAMILIES)
@@ -130,8 +152,8 @@ def test_each_step_keeps_the_joint_distribution(family, step):
     for state, x in _exact_draws(family, 1000):
         before = _statistics(family, state, x)
         changes.append(_statistics(family, step(_problem(family, x), state), x) - before)
-    z = _paired_z_scores(changes)
-    assert len(z) and np.abs(z).max() < 4, z
+    z = _paired_z_scores(changes, _names(family))
+    assert len(z) and _largest(z) < 4, z
 
 
 @pytest.mark.parametrize("step", [pytest.param(step, marks=[] if step is gibbs.update_labels else pytest.mark.slow)
@@ -147,8 +169,8 @@ def test_each_step_keeps_the_joint_distribution_with_the_document_level(step, op
         state, x = _draw("categorical", **options)
         before = _document_statistics(state, x)
         changes.append(_document_statistics(step(_problem("categorical", x, **options), state), x) - before)
-    z = _paired_z_scores(changes)
-    assert len(z) and np.abs(z).max() < 4, z
+    z = _paired_z_scores(changes, _names(documents="sampled" if options is SAMPLED_B else True))
+    assert len(z) and _largest(z) < 4, z
 
 
 @pytest.mark.parametrize("documents", [pytest.param(False, marks=pytest.mark.slow), True], ids=["groups", "documents"])
@@ -159,14 +181,15 @@ def test_each_compiled_count_step_keeps_the_joint_distribution(block, documents)
     draws of the joint each gives exact draws again."""
     options = DOCUMENTS if documents else {}
     statistics = _document_statistics if documents else partial(_statistics, "categorical")
+    names = _names(documents=documents)
     changes = []
     for _ in range(1000):
         state, x = _draw("categorical", **options)
         before = statistics(state, x)
         problem = _problem("categorical", x, split_merge_moves=0, **options)
         changes.append(statistics(gibbs.counts_sweep(problem, state, block), x) - before)
-    z = _paired_z_scores(changes)
-    assert len(z) and np.abs(z).max() < 4, z
+    z = _paired_z_scores(changes, names)
+    assert len(z) and _largest(z) < 4, z
 
 
 def test_the_document_concentration_step_keeps_the_joint_distribution_and_moves_b():
@@ -184,8 +207,8 @@ def test_the_document_concentration_step_keeps_the_joint_distribution_and_moves_
         after = gibbs.update_doc_concentration(_problem("categorical", x, groups, **options), state)
         changes.append(statistics(after) - statistics(state))
         moved += bool(after.doc_concentration != state.doc_concentration)
-    z = _paired_z_scores(changes)
-    assert len(z) == 2 and np.abs(z).max() < 4 and moved == 2000, z
+    z = _paired_z_scores(changes, SAMPLED_B_NAMES)
+    assert len(z) == 2 and _largest(z) < 4 and moved == 2000, z
 
 
 @pytest.mark.parametrize("draws", [3000, pytest.param(12000, marks=pytest.mark.slow)])
@@ -206,8 +229,8 @@ def test_the_document_cell_moves_keep_the_joint_distribution_and_move(draws):
                                        (mix[groups, s.z] > 0.5).double().mean(), s.tables.sum() / 16])
         changes.append(stats(after) - stats(state))
         moved += bool((after.z != state.z).any())
-    z = _paired_z_scores(changes)
-    assert np.abs(z).max() < 4 and moved > draws / 3, (z, moved)
+    z = _paired_z_scores(changes, ["D_t(z)", "ln D_t(z)", "D_t(z) > 1/2", "tables per token"])
+    assert _largest(z) < 4 and moved > draws / 3, (z, moved)
 
 
 def test_the_document_levels_label_likelihood_is_the_dirichlet_multinomial_and_pins_to_d_t():
@@ -255,8 +278,8 @@ def test_split_merge_moves_keep_the_joint_distribution(step, moves, draws):
         moved = step(_problem("categorical", x, groups, vocab_size=2, split_merge_moves=moves), state)
         changes.append(torch.cat([_statistics("categorical", moved, x, groups), _group_layout(moved, groups)]) - before)
         layout_changed += bool((changes[-1][-2:] != 0).any())
-    z = _paired_z_scores(changes)
-    assert np.abs(z).max() < 4, z
+    z = _paired_z_scores(changes, _names() + LAYOUT_NAMES)
+    assert _largest(z) < 4, z
     assert (layout_changed > draws / 5) == (moves > 0), layout_changed
 
 
@@ -281,7 +304,7 @@ def _as_tokens(problem, state):
 
 
 def test_cells_give_the_same_counts_and_log_joint_as_tokens():
-    from bnpzoo.inference.coupled_kernel import log_joint
+    from bnpzoo.inference.coupled.kernel import log_joint
 
     for _ in range(20):
         state, x = _draw("categorical")
@@ -304,7 +327,7 @@ CELL_STEPS = [gibbs.update_labels] + [partial(gibbs.cells_sweep, steps=block) fo
 @pytest.mark.parametrize("step", CELL_STEPS, ids=["blocked-labels"] + [f"compiled-{b}" for b in CELL_BLOCKS])
 def test_each_step_on_cells_keeps_the_joint_distribution(step):
     """On cells: step 1 as ``update_labels`` runs it (topics drawn, one multinomial per cell), and
-    each step or block of the compiled sweep (``inference.coupled_cells``). From exact draws of the
+    each step or block of the compiled sweep (``inference.coupled.cells``). From exact draws of the
     joint each gives exact draws again; the label steps do move the labels. (3000 draws: with 1000,
     step 5 scoring its candidates without the ln G(alpha q) of the integrated coefficients passed.)"""
     changes = []
@@ -312,13 +335,13 @@ def test_each_step_on_cells_keeps_the_joint_distribution(step):
         problem, state = _as_cells(state, x)
         before = _statistics("categorical", *_as_tokens(problem, state))
         changes.append(_statistics("categorical", *_as_tokens(problem, step(problem, state))) - before)
-    z = _paired_z_scores(changes)
+    z = _paired_z_scores(changes, _names())
     labels = step is gibbs.update_labels or step.keywords["steps"] == (1,)
-    assert len(z) >= (5 if labels else 1) and np.abs(z).max() < 4, z
+    assert len(z) >= (5 if labels else 1) and _largest(z) < 4, z
 
 
 def geweke_z_scores(family, draws=3000, batch=100, cells=False, documents=False):
-    """(marginal mean - successive mean) / standard error for every statistic; the successive
+    """{statistic: (marginal mean - successive mean) / standard error}; the successive
     chain's error comes from batch means, which account for its autocorrelation. ``cells``: words
     sampled as (group, word) cells, with the blocked label step; ``documents``: the document level
     ("sampled": with b sampled)."""
@@ -339,7 +362,8 @@ def geweke_z_scores(family, draws=3000, batch=100, cells=False, documents=False)
     successive = torch.stack(successive).numpy()
     batches = successive.reshape(-1, batch, successive.shape[1]).mean(1)
     error = np.sqrt(marginal.var(0) / draws + batches.var(0) / len(batches))
-    return (marginal.mean(0) - successive.mean(0)) / error
+    z = (marginal.mean(0) - successive.mean(0)) / error
+    return dict(zip(_names(family, documents), np.round(z, 2).tolist()))
 
 
 @pytest.mark.slow
@@ -350,7 +374,7 @@ def geweke_z_scores(family, draws=3000, batch=100, cells=False, documents=False)
                               "categorical-documents-b-sampled"])
 def test_geweke_joint_distribution_test_passes(family, cells, documents):
     z = geweke_z_scores(family, draws=20000, batch=1000, cells=cells, documents=documents)
-    assert np.abs(z).max() < 3, z
+    assert _largest(z) < 3, z
 
 
 @pytest.mark.filterwarnings("ignore:num_chains=2 is more than available_cpu")
@@ -358,7 +382,7 @@ def test_the_kernel_runs_under_pyro_mcmc_and_exports_to_arviz(chains_in_this_pro
     from pyro.infer import MCMC
 
     from bnpzoo.diagnostics import arviz
-    from bnpzoo.inference.coupled_kernel import CoupledGibbsKernel
+    from bnpzoo.inference.coupled.kernel import CoupledGibbsKernel
 
     az = arviz()
 
@@ -382,7 +406,7 @@ def test_the_kernels_log_joint_is_the_programs(family):
     """The kernel scores the latent sites with the program and the data sites by counts; the
     program's own full trace gives the same number (words: phi integrated out, checked by its
     Dirichlet-multinomial form)."""
-    from bnpzoo.inference.coupled_kernel import log_joint
+    from bnpzoo.inference.coupled.kernel import log_joint
 
     state, x = _draw(family)
     problem = _problem(family, x)
@@ -404,7 +428,7 @@ def test_the_kernels_log_joint_is_the_programs(family):
 
 def test_a_sampled_document_concentration_adds_its_prior_to_the_log_joint():
     """With b sampled the log joint is the one with b fixed at the state's value plus ln Gamma(b)."""
-    from bnpzoo.inference.coupled_kernel import log_joint
+    from bnpzoo.inference.coupled.kernel import log_joint
 
     state, x = _draw("categorical", **SAMPLED_B)
     b = float(state.doc_concentration)
@@ -421,7 +445,7 @@ def test_atom_moves_stay_exact_when_magnitudes_span_hundreds_of_orders():
     subtracting, removing a value near 1 would leave rounding residue far larger than the tiny
     rest, and the step would make moves that cost thousands of nats. A Gibbs draw lands 30 nats
     below its starting point with probability below (owners x inheritance patterns x atoms) e^-30."""
-    from bnpzoo.inference.coupled_kernel import log_joint
+    from bnpzoo.inference.coupled.kernel import log_joint
 
     groups = torch.tensor([0] * 30 + [1] * 30)
     worst = 0.0

@@ -34,7 +34,19 @@ def test_bad_hyperparameters_are_rejected_at_fit_with_their_name(params, name):
 def test_constructor_is_keyword_only_and_stores_arguments_untouched():
     with pytest.raises(TypeError):
         DPGMM(10)
-    assert DPGMM(sigma=-3.0).sigma == -3.0
+    assert DPGMM(scale=-3.0).scale == -3.0
+
+
+def test_the_old_name_of_the_component_scale_still_fits_with_a_future_warning():
+    """DPGMM(sigma=...) was renamed scale= (PYPGGM's name, and the fitted scale_'s): for one release
+    the old name gives the same fit with a FutureWarning; both at once is an error."""
+    X = np.random.default_rng(0).normal(size=(200, 2))
+    with pytest.warns(FutureWarning, match="scale="):
+        old = DPGMM(sigma=0.7, random_state=0).fit(X)
+    new = DPGMM(scale=0.7, random_state=0).fit(X)
+    assert np.array_equal(old.means_, new.means_) and np.allclose(new.scale_, 0.7)
+    with pytest.raises(ValueError, match="give scale"):
+        DPGMM(sigma=0.7, scale=0.7).fit(X)
 
 
 def test_predict_before_fit_and_wrong_width_are_clear_errors(model_draw):
@@ -88,7 +100,7 @@ def test_vi_runs_with_both_guides_and_minibatches(model_draw, guide):
 def test_to_arviz_and_compare(model_draw):
     X = model_draw[0]
     good = DPGMM(truncation=10, random_state=0).fit(X)
-    coarse = DPGMM(truncation=10, sigma=20.0, random_state=0).fit(X)
+    coarse = DPGMM(truncation=10, scale=20.0, random_state=0).fit(X)
     idata = good.to_arviz(X, num_draws=50)
     assert idata.log_likelihood["x"].shape == (1, 50, len(X))
     assert idata.posterior["mu"].shape == (1, 50, good.n_clusters_, 2)

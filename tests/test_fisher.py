@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from bnpzoo.inference.fisher import gaussian_mixture_fisher, prior_curvature
+from bnpzoo.inference.stick_mixture.fisher import gaussian_mixture_fisher, prior_curvature
 from bnpzoo.ops import generalized_gaussian_log_density, stick_breaking_log_weights, stick_parameters
 
 
@@ -15,7 +15,7 @@ def _prior_u(u, alpha, discount):
 
 
 def _per_sample_objective(x_n, mu, u, *, std, alpha, discount, m0, lam0, n_total, assignment=None):
-    """l_n(theta) of inference.fisher: ln sum_k pi_k N(x_n | mu_k) (or the assigned term) plus
+    """l_n(theta) of inference.stick_mixture.fisher: ln sum_k pi_k N(x_n | mu_k) (or the assigned term) plus
     the prior's 1/N share, written directly with torch.distributions."""
     v = torch.sigmoid(u)
     scores = stick_breaking_log_weights(v) + generalized_gaussian_log_density(x_n[None], mu, std)[0]

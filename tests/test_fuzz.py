@@ -17,9 +17,12 @@ from scipy import sparse
 import bnpzoo.guides
 import bnpzoo.inference
 import bnpzoo.models
-from bnpzoo import DPBMM, DPGMM, HDPGD, PYPGGM, CoupledDP, MixtureSVI
+from bnpzoo import DPGMM, HDPGD, PYPGGM, CoupledDP
 from bnpzoo.cli import main
-from test_mixture import student_t_model  # models/dp_gmm.py copied with a Student-t likelihood
+from conftest import ESTIMATOR_CASES
+
+# HDPGD's other learners read their input exactly as "hdpgd vi" does (``HDPGD._observations``)
+ESTIMATORS = {name: make for name, make in ESTIMATOR_CASES.items() if name not in ("hdpgd online-vi", "hdpgd svi")}
 
 # where our packages were imported from (the checkout, or an installed copy)
 OURS = tuple(str(Path(package.__file__).parent) for package in (bnpzoo, bnpzoo.models, bnpzoo.guides, bnpzoo.inference))
@@ -52,22 +55,6 @@ DATA = {
     "DataFrame with text": pd.DataFrame({"a": BASE[:, 0], "b": ["x"] * len(BASE)}),
     "scipy sparse": sparse.csr_matrix(BASE),
 }
-ESTIMATORS = {
-    "dpgmm vmm": lambda: DPGMM(truncation=10, random_state=0),
-    "dpgmm sga": lambda: DPGMM(truncation=10, inference="sga", max_iter=30, random_state=0),
-    "dpgmm natgrad-svi": lambda: DPGMM(truncation=10, inference="natgrad-svi", max_iter=30, random_state=0),
-    "dpgmm vi": lambda: DPGMM(truncation=10, inference="vi", max_iter=30, random_state=0),
-    "dpgmm natgrad-svi full": lambda: DPGMM(truncation=10, inference="natgrad-svi", covariance="full", max_iter=30,
-                                            random_state=0),
-    "dpbmm vmm": lambda: DPBMM(truncation=10, random_state=0),
-    "dpbmm natgrad-svi": lambda: DPBMM(truncation=10, inference="natgrad-svi", max_iter=30, random_state=0),
-    "pypggm svmm": lambda: PYPGGM(truncation=10, max_iter=30, random_state=0),
-    "mixture-svi student-t": lambda: MixtureSVI(model=student_t_model, truncation=10, max_iter=30, random_state=0),
-    "hdpgd vi": lambda: HDPGD(truncation=6, group_truncation=3, max_iter=20, random_state=0),
-    "coupled-dp gibbs": lambda: CoupledDP(truncation=4, max_iter=4, warmup=2, random_state=0),
-}
-
-
 def _groups(est, data):
     try:
         n = len(data)
@@ -150,7 +137,7 @@ CLI = [
     ["fit", "dp-gmm", "--data", "digits", "--seed", "99999999999"],
     ["fit", "dp-gmm", "--data", "digits", "--truncation", "1"], ["fit", "dp-gmm", "--data", "nowhere.npy"],
     ["fit", "dp-gmm", "--data", "digits", "--iters", "0"], ["fit", "dp-gmm", "--data", "digits", "--alpha", "nan"],
-    ["fit", "dp-gmm", "--data", "digits", "--sigma", "1e-30"], ["fit", "dp-gmm", "--data", "digits", "--sigma", "-1"],
+    ["fit", "dp-gmm", "--data", "digits", "--scale", "1e-30"], ["fit", "dp-gmm", "--data", "digits", "--scale", "-1"],
     ["fit", "dp-gmm", "--data", "digits", "--inference", "online-vi"],
     ["fit", "pyp-ggm", "--data", "digits", "--rho", "0.5"],
     ["fit", "pyp-ggm", "--data", "blobs:n=300", "--discount", "1"], ["fit", "hdp-gd", "--data", "digits"],

@@ -8,8 +8,8 @@ import pytest
 
 from bnpzoo import DPGMM, PYPGGM, MixtureSVI
 from bnpzoo.metrics import nmi
-from bnpzoo.mixture_session import GENERIC, LEARNERS
-from bnpzoo.models.stick_breaking import feature_vectors, stick_breaking_prior
+from bnpzoo.inference.stick_mixture.session import GENERIC, LEARNERS
+from conftest import student_t_model  # models/dp_gmm.py copied with a Student-t likelihood
 
 SHARED = ["vmm", *LEARNERS]
 
@@ -19,21 +19,10 @@ SHARED = ["vmm", *LEARNERS]
 def test_pypggm_at_d_0_rho_2_is_dpgmm(model_draw, inference):
     X = model_draw[0][:600]
     common = dict(truncation=12, inference=inference, alpha=1.5, prior_precision=2.0, max_iter=60, random_state=3)
-    dp = DPGMM(sigma=1.3, **common).fit(X)
+    dp = DPGMM(scale=1.3, **common).fit(X)
     pyp = PYPGGM(discount=0.0, likelihood="gaussian", scale=1.3, **common).fit(X)
     assert np.array_equal(dp.means_, pyp.means_) and np.array_equal(dp.weights_, pyp.weights_)
     assert dp.elbo_trace_ == pyp.elbo_trace_
-
-
-def student_t_model(data=None, *, truncation=20, alpha=1.0, sigma=1.0, df=4.0, prior_mean=0.0, prior_precision=1.0,
-                    subsample_size=None, num_data=None, dim=None):
-    """models/dp_gmm.py copied, with its likelihood edited to a Student-t of ``df`` degrees."""
-    n, (sigma, m0) = feature_vectors(data, num_data, dim, sigma, prior_mean)
-    log_weights, mu = stick_breaking_prior(truncation, alpha, 0.0, m0, sigma / prior_precision**0.5)
-    with pyro.plate("data", n, subsample_size=subsample_size, dim=-1) as idx:
-        z = pyro.sample("z", dist.Categorical(logits=log_weights), infer={"enumerate": "parallel"})
-        obs = data[idx] if data is not None else None
-        return pyro.sample("x", dist.StudentT(df, mu[z], sigma).to_event(1), obs=obs)
 
 
 def _student_t_data():

@@ -8,9 +8,9 @@ from pyro.infer import TraceEnum_ELBO
 from pyro.poutine.util import site_is_subsample
 
 from bnpzoo.families import ComponentPrior, gaussian_family
-from bnpzoo.guides.dp_gmm import map_guide, mean_field_guide, natural_guide
-from bnpzoo.inference.sticks import stick_gradient, update_sticks
-from bnpzoo.inference.vmm import mean_gradient, update_means
+from bnpzoo.guides.stick_mixture import map_guide, mean_field_guide, natural_guide
+from bnpzoo.inference.stick_mixture.sticks import stick_gradient, update_sticks
+from bnpzoo.inference.stick_mixture.vmm import mean_gradient, update_means
 from bnpzoo.models.assigned import AssignedNormal
 from bnpzoo.models.dp_gmm import model
 from bnpzoo.ops import generalized_gaussian_log_density, stick_breaking_log_weights
@@ -30,7 +30,7 @@ def _problem():
 
 def test_log_joint_gradients_equal_the_closed_forms():
     """eq. (12) for the means; for the sticks eq. (14) in the logit coordinate u, with the Jacobian
-    |dv/du| that the MAP guide adds (``inference.sticks``)."""
+    |dv/du| that the MAP guide adds (``inference.stick_mixture.sticks``)."""
     x, mu, v, z = _problem()
     u = torch.logit(v.detach()).requires_grad_()
     v = torch.sigmoid(u)

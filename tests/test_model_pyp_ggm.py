@@ -9,7 +9,7 @@ import torch
 from pyro import poutine
 from pyro.poutine.util import site_is_subsample
 
-from bnpzoo.guides.pyp_ggm import map_guide, mean_field_guide
+from bnpzoo.guides.stick_mixture import map_guide, mean_field_guide
 from bnpzoo.models import dp_gmm, pyp_ggm
 from bnpzoo.ops import generalized_gaussian_shape
 

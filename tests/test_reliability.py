@@ -98,8 +98,8 @@ def test_data_far_from_zero_fits_in_float64_with_a_warning_and_keeps_its_cluster
 
 
 @pytest.mark.parametrize("setting, error", [({"alpha": 1e-300}, ValueError), ({"alpha": 1e300}, ValueError),
-                                            ({"sigma": 1e-30}, FloatingPointError),
-                                            ({"sigma": 1e30}, FloatingPointError),
+                                            ({"scale": 1e-30}, FloatingPointError),
+                                            ({"scale": 1e30}, FloatingPointError),
                                             # the fixed scale's densities overflow there; a learned covariance fits
                                             ({"alpha": 1e-30, "dtype": "float64", "covariance": "fixed"},
                                              FloatingPointError)])
@@ -214,7 +214,7 @@ CHAINS = {"words, 2 chains": (dict(X=DOCS, groups=np.arange(12) % 3), dict(num_c
 def _gibbs(data, checkpoint=None, stop_at=None, **options):
     """A CoupledDP fit, stopped (KeyboardInterrupt) at the ``stop_at``-th Gibbs sweep call."""
     from bnpzoo import CoupledDP
-    from bnpzoo.inference import coupled_gibbs
+    from bnpzoo.inference.coupled import gibbs as coupled_gibbs
 
     sweep, calls = coupled_gibbs.sweep, []
 
@@ -277,9 +277,9 @@ def test_json_output_is_strict_with_non_finite_numbers_as_null(capsys):
 
 
 def test_the_cli_reports_an_overflowing_setting_in_one_line(capsys):
-    assert main(["fit", "dp-gmm", "--data", "blobs:n=300,d=2,k=3", "--sigma", "1e-30", "--json"]) == 2
+    assert main(["fit", "dp-gmm", "--data", "blobs:n=300,d=2,k=3", "--scale", "1e-30", "--json"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "sigma=1e-30" in err[0]
+    assert len(err) == 1 and "scale=1e-30" in err[0]
 
 
 REPRODUCE = """

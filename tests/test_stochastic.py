@@ -8,13 +8,13 @@ from pyro import poutine
 from pyro.infer import SVI, TraceEnum_ELBO
 
 from bnpzoo import DPGMM
-from bnpzoo.guides.dp_gmm import map_guide
+from bnpzoo.guides.stick_mixture import map_guide
 from bnpzoo.guides.stick_mixture import select_clusters
-from bnpzoo.inference.fisher import gaussian_mixture_fisher
+from bnpzoo.inference.stick_mixture.fisher import gaussian_mixture_fisher
 from bnpzoo.inference.optim import FisherBoard
-from bnpzoo.mixture_session import LEARNERS
+from bnpzoo.inference.stick_mixture.session import LEARNERS
 from bnpzoo.inference.svi import DATA_PLATE, map_assignment_loss, scored_loss
-from bnpzoo.inference.vmm import assign, assignment_scores, mean_gradient
+from bnpzoo.inference.stick_mixture.vmm import assign, assignment_scores, mean_gradient
 from bnpzoo.metrics import nmi
 from bnpzoo.models.assigned import AssignedGeneralizedGaussian
 from bnpzoo.models.dp_gmm import model

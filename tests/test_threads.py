@@ -15,10 +15,14 @@ from bnpzoo.threads import SMALL_WORK, threads_for
 def test_a_small_fit_runs_on_one_thread_and_restores_torchs_setting(monkeypatch):
     seen = []
     monkeypatch.setattr("bnpzoo.mixture.fit_vmm", lambda *a, **k: seen.append(torch.get_num_threads()) or 1 / 0)
+    before = torch.get_num_threads()
     torch.set_num_threads(2)
-    with pytest.raises(ZeroDivisionError):
-        DPGMM(truncation=5).fit(torch.randn(100, 3).numpy())
-    assert seen == [1] and torch.get_num_threads() == 2
+    try:
+        with pytest.raises(ZeroDivisionError):
+            DPGMM(truncation=5).fit(torch.randn(100, 3).numpy())
+        assert seen == [1] and torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
 
 
 def test_large_steps_keep_torchs_threads_and_the_environment_overrides(monkeypatch):

@@ -8,8 +8,8 @@ import torch
 from bnpzoo import DPGMM
 from bnpzoo.families import ComponentPrior, gaussian_family
 from bnpzoo.inference.kmeans import kmeans
-from bnpzoo.inference.sticks import reorder_and_prune
-from bnpzoo.inference.vmm import expectation, fit_vmm
+from bnpzoo.inference.stick_mixture.sticks import reorder_and_prune
+from bnpzoo.inference.stick_mixture.vmm import expectation, fit_vmm
 from bnpzoo.metrics import nmi
 from bnpzoo.ops import default_sigma
 from conftest import match_means
@@ -173,7 +173,7 @@ def test_an_over_segmented_start_ends_at_the_true_number_of_clusters():
 
 
 def vmm_predict(x, fit):
-    from bnpzoo.inference.vmm import assignment_scores
+    from bnpzoo.inference.stick_mixture.vmm import assignment_scores
 
     return assignment_scores(x, fit.means, fit.sticks, 1.0).argmax(1).numpy()
 
@@ -219,7 +219,7 @@ def test_birth_candidates_take_each_clusters_members_in_row_order():
     CPU (and on the CPU from 2,000 or so rows), and so other births (gpu.md, fourth lease)."""
     from types import SimpleNamespace
 
-    from bnpzoo.inference.vmm import birth_candidates
+    from bnpzoo.inference.stick_mixture.vmm import birth_candidates
 
     x = torch.as_tensor(_mixture_test_data(0, n=6000), dtype=torch.float64)
     labels = torch.randint(0, 3, (6000,), generator=torch.Generator().manual_seed(0))

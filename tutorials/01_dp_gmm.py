@@ -128,7 +128,7 @@ fig.tight_layout()
 # %% [markdown]
 # ## The same model under Pyro SVI
 # `inference="vi"` runs `pyro.infer.SVI` with `TraceEnum_ELBO` (assignments summed out) and a MAP
-# guide from `bnpzoo.guides.dp_gmm`, started from the same K-means solution.
+# guide from `bnpzoo.guides.stick_mixture`, started from the same K-means solution.
 
 # %%
 vi = DPGMM(truncation=50, inference="vi", random_state=0, max_iter=300).fit(X)

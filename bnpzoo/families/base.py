@@ -9,12 +9,13 @@ learner needs follows from four methods:
     expected_log_density(x, q, prior)   E_q ln f(x_n | theta_k), (N, K): the assignments' scores
     kl(q, prior)                   KL(q(theta_k) || p(theta_k)), (K,): the bound's component term
 
-so that batch VMM/VB (``inference.vmm``) is: scores -> assignments -> statistics -> natural, and
+so that batch VMM/VB (``inference.stick_mixture.vmm``) is: scores -> assignments -> statistics -> natural, and
 natural-gradient SVI ([PYPM-sVMM] eq. (10)) moves the natural parameters toward ``natural`` of a
 minibatch's statistics scaled to N. A family that learns a spread also gives
 ``expected_data_term(q, stats, prior)``, sum_n w_nk E_q ln f(x_n | theta_k) from the statistics
-alone (the memoized bound of merge moves, ``inference.vmm``). ``point(q, prior)`` gives the fitted point estimates
-(the means and the expected precision) that ``log_density`` scores for prediction.
+alone (the memoized bound of merge moves, ``inference.stick_mixture.vmm``). ``point(q, prior)``
+gives the fitted point estimates (the means and the expected precision) that ``log_density``
+scores for prediction.
 
 Rows are centred on the prior's mean m0 (the data's mean) before any sum is taken: the scatter
 sum_n x_n x_n^T of data far from zero would otherwise cancel against N m m^T in float32.
@@ -60,7 +61,7 @@ class ConjugateFamily:
     name = "conjugate"
     closed_forms = frozenset({"vmm", "natural"})
     learns_spread = True  # each cluster's spread is a parameter (its point estimate beside the means)
-    # kappa0 of the learners' pruning phase (``inference.vmm``): none for a learned spread, whose
+    # kappa0 of the learners' pruning phase (``inference.stick_mixture.vmm``): none for a learned spread, whose
     # merge moves close the clusters K-means split off (on three blobs of 200 rows a phase at 20 left
     # a fourth cluster of 2 outlying rows, at a bound 3 nats lower than without it)
     pruning_precision = 0.0

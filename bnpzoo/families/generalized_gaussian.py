@@ -7,9 +7,9 @@ learned.
 rho = 2 is the Gaussian, rho = 1 the Laplace distribution. At rho = 2 the means' factor is
 conjugate, q(mu_k) = N(w_k / tau_k, diag(std^2) / tau_k) with tau_k = kappa0 + N_k and w_k = S_k
 (rows centred on m0), and E_q ln f(x | mu_k) = ln f(x | m_k) - D / (2 tau_k): the Occam penalty of
-``inference.mean_factors``. At any other rho the means' posterior is not conjugate (which is why
+``inference.stick_mixture.mean_factors``. At any other rho the means' posterior is not conjugate (which is why
 [PYPM-sVMM] steps them with sVMM): the family then has no closed forms, and the gradient learners
-take the Laplace approximation of ``inference.mean_factors`` with ``location_information``.
+take the Laplace approximation of ``inference.stick_mixture.mean_factors`` with ``location_information``.
 """
 
 import math
@@ -19,7 +19,7 @@ import pyro.distributions as dist
 import torch
 
 from bnpzoo.families.base import ComponentPrior, ConjugateFamily
-from bnpzoo.inference.mean_factors import means_kl
+from bnpzoo.inference.stick_mixture.mean_factors import means_kl
 from bnpzoo.mapped import passes
 from bnpzoo.ops import generalized_gaussian_log_density
 
@@ -36,7 +36,7 @@ class GeneralizedGaussianFamily(ConjugateFamily):
 
     @property
     def pruning_precision(self) -> float:
-        """The default prior precision of the learners' pruning phase (``inference.vmm``): 20 for the
+        """The default prior precision of the learners' pruning phase (``inference.stick_mixture.vmm``): 20 for the
         Gaussian, 100 for the Laplace, log-linear in rho between them, 20 above 2. A mean under a
         heavier-tailed likelihood is median-like: it answers the prior's pull less, so the phase
         needs a stronger prior to empty the clusters K-means split off. Measured with sVMM on

@@ -31,7 +31,7 @@ keeps natural-gradient steps in the Gamma's natural parameters (Algorithm 2):
 
 w_n the weight with which x_n belongs to the component (its responsibility times its feature's
 relevance). The update is a fixed point in (a0, b0), not an exact maximiser of R~, so the batch
-learner keeps it only when the bound does not fall (``inference.hdp_gd``).
+learner keeps it only when the bound does not fall (``inference.hdp_gd.updates``).
 """
 
 import torch

@@ -1,4 +1,4 @@
-"""``pyro.infer.MCMC`` over the coupled latent-DP Gibbs sampler (``inference.coupled_gibbs``).
+"""``pyro.infer.MCMC`` over the coupled latent-DP Gibbs sampler (``inference.coupled.gibbs``).
 
 A thin ``MCMCKernel``: each ``sample`` call is ``thin`` Gibbs sweeps of the internal state (one
 by default), and what it returns are fixed-shape summaries, so that several chains stack, and
@@ -12,12 +12,12 @@ R-hat, ESS and ``arviz.from_pyro`` apply:
 
 The full state of each chain's last sweep is kept for prediction: in ``chain_states``, and with
 ``state_dir`` also written there as a file, which is how it comes back from chains that MCMC runs
-in worker processes. With a ``checkpoint`` (``inference.chain_checkpoint``) each chain writes its
+in worker processes. With a ``checkpoint`` (``inference.coupled.checkpoint``) each chain writes its
 state every few sweeps; a chain that finds its file replays the summaries in it (no sweeps) and
 sweeps on from the saved state and generators, so MCMC collects the uninterrupted run. MCMC tells
 each chain its index through ``initial_params`` (``{"chain": i}``), the one value it hands a
 kernel per chain, in worker processes too. Known
-traps of Pyro's MCMC (STYLE.md): ``transforms`` must exist, ``diagnostics`` must hold
+traps of Pyro's MCMC (found by running it): ``transforms`` must exist, ``diagnostics`` must hold
 ``divergences``, nothing calls ``end_warmup`` (the kernel counts its own steps), MCMC
 concatenates samples as floats, and ``arviz.from_pyro`` reads ``kernel.model``.
 """
@@ -34,8 +34,8 @@ import torch
 from pyro.infer.mcmc.mcmc_kernel import MCMCKernel
 from torch.distributions import Bernoulli, Gamma, Normal
 
-from bnpzoo.inference import coupled_gibbs as gibbs
-from bnpzoo.inference.chain_checkpoint import ChainCheckpoint
+from bnpzoo.inference.coupled import gibbs
+from bnpzoo.inference.coupled.checkpoint import ChainCheckpoint
 from bnpzoo.models.coupled_dp import model as coupled_model
 
 
@@ -80,11 +80,11 @@ def log_joint(problem: gibbs.Problem, state: gibbs.GibbsState) -> torch.Tensor:
 
 
 def sampler_cached() -> bool:
-    """Whether numba's cache holds the sampler's shared steps (``coupled_numba.move_atoms``, which
+    """Whether numba's cache holds the sampler's shared steps (``compiled.move_atoms``, which
     every chain runs; False: the next fit compiles the sampler, about 10 s once; a kind of fit not
     run before compiles its own few loops, about a second, unannounced). Reads numba's cache
     index, which is not public API: where it cannot be read, True (nothing is announced)."""
-    from bnpzoo.inference.coupled_numba import move_atoms
+    from bnpzoo.inference.coupled.compiled import move_atoms
 
     try:
         return bool(move_atoms._cache._cache_file._load_index())

@@ -14,11 +14,11 @@ its MAP, E[z] <- argmax ln q(z), E[theta] <- argmax ln q(theta), one coordinate 
     step 4  E[v_k]: Dirichlet- or Pitman-Yor sticks, ``sticks.update_sticks``  [PYPM-sVMM] eq. (21)
 
 Departure in step 1: the expectation under q(theta_k) rather than ln f at its mode; for the
-fixed-scale Gaussian it adds the Occam penalty D / (2 (N_k + lambda0)) of ``inference.mean_factors``.
+fixed-scale Gaussian it adds the Occam penalty D / (2 (N_k + lambda0)) of ``inference.stick_mixture.mean_factors``.
 
 The objective is the bound with hard assignments, E_q ln p(x, E[z] | theta) + ln p_u(E[v]) -
 KL(q(theta) || p(theta)), and with soft ones its maximum over the responsibilities (z summed out, as in
-EM); u = logit v (``inference.sticks`` says why the sticks are taken in that coordinate).
+EM); u = logit v (``inference.stick_mixture.sticks`` says why the sticks are taken in that coordinate).
 Clusters that pruning removed sit at their prior, so the objective of K clusters stays comparable
 after pruning. Steps 1, 3 and 4 each maximise it in one block given the others.
 
@@ -81,8 +81,8 @@ import torch
 from tqdm.auto import tqdm
 
 from bnpzoo.inference.kmeans import kmeans, nearest_centres
-from bnpzoo.inference.mean_factors import means_kl
-from bnpzoo.inference.sticks import reorder_and_prune, stick_log_prior, update_sticks
+from bnpzoo.inference.stick_mixture.mean_factors import means_kl
+from bnpzoo.inference.stick_mixture.sticks import reorder_and_prune, stick_log_prior, update_sticks
 from bnpzoo.mapped import passes
 from bnpzoo.ops import generalized_gaussian_log_density, stick_breaking_log_weights
 

@@ -22,16 +22,16 @@ import pyro
 import torch
 
 from bnpzoo import mapped
-from bnpzoo.base import get_rng_state, set_rng_state
+from bnpzoo.caller_state import get_rng_state, set_rng_state
 from bnpzoo.guides import stick_mixture as guides
 from bnpzoo.families import ComponentPrior
-from bnpzoo.inference import data_parallel, optim as seed_optim
+from bnpzoo.inference import data_parallel, optim as optimizers
 from bnpzoo.inference.conjugate import natural_estimate, responsibilities
-from bnpzoo.inference.fisher import gaussian_mixture_fisher, prior_curvature
-from bnpzoo.inference.mean_factors import mean_variances, occam_penalty
-from bnpzoo.inference.sticks import reorder_and_prune, stick_log_prior, update_sticks
+from bnpzoo.inference.stick_mixture.fisher import gaussian_mixture_fisher, prior_curvature
+from bnpzoo.inference.stick_mixture.mean_factors import mean_variances, occam_penalty
+from bnpzoo.inference.stick_mixture.sticks import reorder_and_prune, stick_log_prior, update_sticks
 from bnpzoo.inference.svi import SVIRun, evaluation_indices, run_svi
-from bnpzoo.inference.vmm import assign
+from bnpzoo.inference.stick_mixture.vmm import assign
 from bnpzoo.ops import stick_breaking_log_weights
 
 
@@ -45,19 +45,19 @@ class Learner:
 
 
 LEARNERS = {
-    "vi": Learner("chosen", 0.05, lambda lr, unit, board: seed_optim.adam(lr, lr_scale=unit),
+    "vi": Learner("chosen", 0.05, lambda lr, unit, board: optimizers.adam(lr, lr_scale=unit),
                   unit="normalised"),
-    "sga": Learner("map", 0.1, lambda lr, unit, board: seed_optim.sga(lr, lr_scale=unit), unit="gradient"),
-    "sga-momentum": Learner("map", 0.02, lambda lr, unit, board: seed_optim.sga_momentum(lr, lr_scale=unit),
+    "sga": Learner("map", 0.1, lambda lr, unit, board: optimizers.sga(lr, lr_scale=unit), unit="gradient"),
+    "sga-momentum": Learner("map", 0.02, lambda lr, unit, board: optimizers.sga_momentum(lr, lr_scale=unit),
                             unit="gradient"),
-    "sga-fisher": Learner("map", 0.1, lambda lr, unit, board: seed_optim.sga_fisher(board, lr), needs="fisher"),
-    "svmm": Learner("map", 0.02, lambda lr, unit, board: seed_optim.svmm(lr, direction="fisher", lr_scale=unit),
+    "sga-fisher": Learner("map", 0.1, lambda lr, unit, board: optimizers.sga_fisher(board, lr), needs="fisher"),
+    "svmm": Learner("map", 0.02, lambda lr, unit, board: optimizers.svmm(lr, direction="fisher", lr_scale=unit),
                     unit="normalised"),
-    "svmm-mgrad": Learner("map", 0.1, lambda lr, unit, board: seed_optim.svmm(lr, direction="momentum",
+    "svmm-mgrad": Learner("map", 0.1, lambda lr, unit, board: optimizers.svmm(lr, direction="momentum",
                                                                               lr_scale=unit), unit="gradient"),
-    "svmm-grad": Learner("map", 0.1, lambda lr, unit, board: seed_optim.svmm(lr, direction="gradient",
+    "svmm-grad": Learner("map", 0.1, lambda lr, unit, board: optimizers.svmm(lr, direction="gradient",
                                                                              lr_scale=unit), unit="gradient"),
-    "natgrad-svi": Learner("natural", None, lambda lr, unit, board: seed_optim.natural_gradient_svi(),
+    "natgrad-svi": Learner("natural", None, lambda lr, unit, board: optimizers.natural_gradient_svi(),
                            needs="natural"),
 }
 GENERIC = tuple(name for name, spec in LEARNERS.items() if spec.needs is None)
@@ -78,12 +78,12 @@ class StochasticSession:
     ``truncation`` and, in the pruning phase, ``prior_precision``); ``prior`` holds std, alpha,
     discount, prior_mean and prior_precision for the closed forms and the guides;
     ``log_prior(means, sticks, variances, n_clusters=, **prior)`` scores the bound's prior
-    (``inference.vmm.prior_terms`` for the zoo's programs).
+    (``inference.stick_mixture.vmm.prior_terms`` for the zoo's programs).
 
     ``occam``: the MAP assignments and the bound take the expectation under the means' Gaussian
-    factors (``inference.mean_factors``), whose variances follow the clusters' counts as last
+    factors (``inference.stick_mixture.mean_factors``), whose variances follow the clusters' counts as last
     evaluated. ``pruning_precision``: the first ``pruning_steps`` steps (or until the bound first
-    converges) run with that prior precision, then the model's (``inference.vmm``, pruning phase).
+    converges) run with that prior precision, then the model's (``inference.stick_mixture.vmm``, pruning phase).
     """
 
     def __init__(self, learner: str, model, family, init_means, init_counts, *, model_kwargs: dict, prior: dict,
@@ -109,7 +109,7 @@ class StochasticSession:
         self.sticks_prior = dict(alpha=prior["alpha"], discount=prior["discount"])
         self.n_clusters = init_means.shape[0]
         self.model_kwargs = dict(model_kwargs, truncation=self.n_clusters)
-        self.board = seed_optim.FisherBoard()
+        self.board = optimizers.FisherBoard()
         lr = self.learning_rate = learning_rate if learning_rate is not None else spec.learning_rate
         # step units. The rules whose step scales with g: g of a cluster of weight pi_k is about
         # pi_k I (mean - mu_k) for its mean, I the location's Fisher information per feature, and
@@ -225,7 +225,7 @@ class StochasticSession:
 
     def _reorganise(self):
         """[PYPM-sVMM] V.D: clusters reordered by their evaluation counts, empty ones and those whose
-        stick falls below the threshold dropped (as ``inference.vmm`` does)."""
+        stick falls below the threshold dropped (as ``inference.stick_mixture.vmm`` does)."""
         keep = reorder_and_prune(self.eval_counts, self.sticks_prior["alpha"], self.prune_threshold,
                                  self.sticks_prior["discount"])
         if keep.numel() < 2:  # the model's stick plate needs K >= 2
@@ -234,9 +234,9 @@ class StochasticSession:
             return  # nothing moves
         for old, new, rows in guides.select_clusters(self.kind, keep, family=self.family, prior=self.component_prior,
                                                      **self.sticks_prior):
-            seed_optim.carry_state(self.optim, old, new, rows)
+            optimizers.carry_state(self.optim, old, new, rows)
         if self.unit == "gradient":  # eta = 1 stays a Newton step at pi_k = 1 / K for the new K
-            seed_optim.scale_steps(self.optim, keep.numel() / self.model_kwargs["truncation"])
+            optimizers.scale_steps(self.optim, keep.numel() / self.model_kwargs["truncation"])
         self.model_kwargs["truncation"] = keep.numel()
         self.counts = self.counts[keep]
 
@@ -256,7 +256,7 @@ class StochasticSession:
         buffers and step, the Fisher board, the prior phase, the clusters' counts, the RNG states."""
         params = self.store_state["params"]
         return {"params": {name: p.detach() for name, p in params.items()},
-                "optimizer": seed_optim.optimizer_state(self.optim, params), "board": dict(self.board),
+                "optimizer": optimizers.optimizer_state(self.optim, params), "board": dict(self.board),
                 "counts": self.counts, "evaluations": self.evaluations, "phase_starts": list(self.phase_starts),
                 "pruning_steps": self.pruning_steps, "final_precision": self.final_precision,
                 "n_clusters": self.n_clusters,
@@ -282,7 +282,7 @@ class StochasticSession:
         params = {name: p.detach().clone().requires_grad_(True) for name, p in state["params"].items()}
         store.set_state({"params": params, "constraints": store.get_state()["constraints"]})
         self.store_state = store.get_state()
-        seed_optim.restore_optimizer_state(self.optim, self.store_state["params"], state["optimizer"])
+        optimizers.restore_optimizer_state(self.optim, self.store_state["params"], state["optimizer"])
 
     # -- running -----------------------------------------------------------------------------
     def run(self, x, *, max_iter, batch_size, tol, clock_start=None, verbose=False, window=10, group=None):

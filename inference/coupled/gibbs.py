@@ -1,6 +1,6 @@
 """Blocked Gibbs sampler for the truncated coupled latent-DP model (``models.coupled_dp``), after
 [Coupled-DP] section 4: pure step functions over a ``GibbsState``; the two sequential loops run
-compiled (``inference.coupled_numba``), the rest is vectorised torch.
+compiled (``inference.coupled.compiled``), the rest is vectorised torch.
 
 One sweep, every step an exact draw from its full conditional in the truncated model (so the
 sampler's stationary law is that model's posterior, which ``tests/test_coupled_gibbs.py``
@@ -13,9 +13,9 @@ checks with Geweke's joint-distribution test):
             them a cell's tokens are independent and alike, so its labels are one Multinomial(n_c,
             p(k) propto D_t(k) phi_k(w)) count vector. No other step reads phi, so drawing it and
             dropping it is a data-augmentation step for the same phi-collapsed posterior, at a
-            cost per cell, not per token (digits-bags: 562k tokens in 517 cells, about 5 ms a sweep
-            against 147, though its log joint decorrelates in about 1800 sweeps against about
-            600 with split-merge moves; ``coupled_numba.blocked_labels``, and on cells the whole
+            cost per cell, not per token (faster a sweep where tokens repeat, though its log joint
+            decorrelates about 3x slower, ``benchmarks/reports/speed.md``;
+            ``compiled.blocked_labels``, and on cells the whole
             sweep runs compiled, ``cells_sweep``). Gaussian: given the
             weights, inheritance and atoms, tokens are independent: one (N, K) table, one draw per
             token.
@@ -28,7 +28,7 @@ checks with Geweke's joint-distribution test):
             (W_ts > 0), renormalised, meets the data; by the Dirichlet's aggregation property
             c_{A}/Z ~ Dir(alpha q_A + n_tA), Z = sum_A c ~ Beta(sum_A alpha q, sum_{A^c} alpha q)
             and c_{A^c}/(1 - Z) ~ Dir(alpha q_{A^c}), independently. Words: before c_t is drawn,
-            split-merge moves (``coupled_numba.split_merge``) carry a group's tokens between two
+            split-merge moves (``compiled.split_merge``) carry a group's tokens between two
             atoms all at once, with c_t integrated out, which token-by-token step 1 cannot do
             (emptying an atom passes through half-moved states whose topics fit neither half):
                 p(z_t | w, r, s) = prod_{s in A_t} G(alpha_s q_ts + n_ts) / G(alpha_s q_ts)
@@ -50,7 +50,7 @@ checks with Geweke's joint-distribution test):
             and prod_t sum_{r in 0, 1} q_tj^r (1 - q_tj)^{1 - r} p(z_t | s_k = j, r_tk = r)
             ([Coupled-DP]'s eq. (14) with the labels' likelihood, which the truncated model adds, and
             r_.k summed out); then r_.k is drawn given the new owner as in step 2. On cells, steps
-            2 and 5 integrate c out and step 3 follows them (``inference.coupled_cells``).
+            2 and 5 integrate c out and step 3 follows them (``inference.coupled.cells``).
     step 6  weights w_k: p(z_t | w) has the normalisers W_ts^{-n_ts}; with auxiliaries
             V_ts ~ Gamma(n_ts, W_ts) (W^{-n} = int V^{n-1} e^{-V W} dV / Gamma(n)),
             w_k | V ~ Gamma(alpha_{s_k} / L + m_k, 1 + sum_t r_tk V_{t s_k}); then, V dropped, each
@@ -64,14 +64,14 @@ checks with Geweke's joint-distribution test):
                                                x prod_k G(a_k + m_k) / G(a_k) (1 + R_k)^(-a_k),
             a_k = alpha_{s_k} / L, R_k = sum_t r_tk V_{t s_k}; rounds of a random-walk Metropolis
             step on ln alpha_s, one source at a time (the Dirichlet of c_t couples them;
-            ``coupled_numba.alpha_given_auxiliaries``). (alpha, w) | V is then one block. Drawn
+            ``compiled.alpha_given_auxiliaries``). (alpha, w) | V is then one block. Drawn
             given w (as it was), the move scored Gamma(alpha / L, 1) densities at unused atoms'
             weights, about U^(L / alpha), which tie alpha to the value that drew them, and at
             weights floored to e^-708 (``_floored``), which are no draws of that Gamma at all.
             alpha still mixes slowly: V_ts carries the scale of the weights group t inherits,
             which can be tiny. On lee_background (s-ldp with documents, 75 topics) alpha stays
             near 0.3 from its start at the prior median; started at 1 it rises to about 23 and
-            the pool fills (``coupled_kernel`` starts it at the median).
+            the pool fills (``kernel`` starts it at the median).
 
 The document level (``Problem.documents``, ``models.coupled_dp``): theta_d ~ Dir(b D_t) for each
 document d of group t, and z_di ~ theta_d. Gibbs by direct assignment (Teh et al. 2006, sec. 5.3)
@@ -85,7 +85,7 @@ in which D_t enters exactly as it does without documents, with m_tk = sum_{d in 
 of the labels per group. So steps 2-7 run unchanged on the tables (``mixture_counts``), and step 1
 draws (z, m) as one block: each token from
     p(z_di = k | .)  propto  (n_dk^-di + b D_t(k)) (n_kw^-di + beta) / (n_k^-di + V beta)
-(``coupled_numba.document_labels``), then m given z by Antoniak's scheme (``draw_tables``: the
+(``compiled.document_labels``), then m given z by Antoniak's scheme (``draw_tables``: the
 j-th token of atom k in document d, j = 0, 1, ..., opens a table with probability b D_t(k) /
 (b D_t(k) + j)). The split-merge moves are off: they move tokens under the group-level
 likelihood. As b grows every token opens a table (m = n) and theta_d -> D_t: the model without
@@ -96,7 +96,7 @@ run over the sources with q_ts > 0. Steps 1 (words), 2 and 5 run on the CPU; the
 where the data lie, except on cells, where the whole sweep runs compiled on the CPU, and for words
 without token moves (the document level, or no split-merge moves), where steps 2, 3, 5 and 6 see
 the labels only through the counts m_tk and run as one compiled call on them (``counts_sweep``:
-on lee_background's 15,804 tokens they took 2.1 ms a sweep against 4.2 in torch's small calls).
+about twice as fast as torch's small calls, ``benchmarks/reports/speed.md``).
 """
 
 from dataclasses import dataclass, replace
@@ -105,7 +105,7 @@ from functools import cached_property
 import numpy as np
 import torch
 
-from bnpzoo.inference import coupled_cells, coupled_numba
+from bnpzoo.inference.coupled import cells as cell_steps, compiled as numba_steps
 from bnpzoo.models.coupled_dp import inherited_mass, mixing_weights
 
 
@@ -250,8 +250,8 @@ def draw_tables(problem: Problem, z: torch.Tensor, mixing: torch.Tensor, b: floa
     """m_tk = sum over group t's documents of m_dk, each m_dk drawn by Antoniak's scheme from
     p(m | n_dk, b D_t(k)) propto |s(n_dk, m)| (b D_t(k))^m: the j-th token (j = 0, 1, ...) of
     atom k in document d opens a table with probability b D_t(k) / (b D_t(k) + j)
-    (``coupled_numba.document_tables``)."""
-    tables = coupled_numba.document_tables(problem.host_arrays[1], problem.document_starts, _numpy(z, np.int64),
+    (``compiled.document_tables``)."""
+    tables = numba_steps.document_tables(problem.host_arrays[1], problem.document_starts, _numpy(z, np.int64),
                                            _numpy(mixing), b, _numpy(torch.rand(len(z), dtype=torch.float64)))
     return torch.from_numpy(tables).to(mixing)
 
@@ -291,7 +291,7 @@ def average_topics(problem: Problem, state: GibbsState) -> GibbsState:
         _, _, k = problem.sizes
         state = replace(state, topic_sums=torch.zeros(k, problem.vocab_size, dtype=torch.float64),
                         topic_lives=torch.zeros(k, dtype=torch.int64))
-    coupled_numba.accumulate_topics(problem.host_arrays[0], _numpy(state.z, np.int64), state.topic_sums.numpy(),
+    numba_steps.accumulate_topics(problem.host_arrays[0], _numpy(state.z, np.int64), state.topic_sums.numpy(),
                                     state.topic_lives.numpy())
     return state
 
@@ -314,8 +314,8 @@ def collapsed_word_log_likelihood(problem: Problem, z: torch.Tensor) -> torch.Te
     sum_k [ln G(V beta) - ln G(n_k + V beta) + sum_w (ln G(n_kw + beta) - ln G(beta))]."""
     _, _, k = problem.sizes
     dtype = problem.q.dtype
-    if problem.multiplicity is None:  # tokens: compiled, one pass (``coupled_numba``)
-        value = coupled_numba.collapsed_log_likelihood(problem.host_arrays[0], _numpy(z, np.int64),
+    if problem.multiplicity is None:  # tokens: compiled, one pass (``compiled``)
+        value = numba_steps.collapsed_log_likelihood(problem.host_arrays[0], _numpy(z, np.int64),
                                                        problem.vocab_size, k, float(problem.beta))
         return torch.tensor(value, dtype=dtype, device=z.device)
     table = word_counts(problem, z)  # cells: the count table itself
@@ -331,7 +331,7 @@ def label_log_likelihood(problem: Problem, state: GibbsState) -> torch.Tensor:
     ln G(b D_t(k)))]."""
     mix = mixing_weights(state.coeffs, state.inherit, state.weight, state.source, problem.sizes[1])
     if problem.documents is not None:
-        value = coupled_numba.document_log_likelihood(problem.host_arrays[1], problem.document_starts,
+        value = numba_steps.document_log_likelihood(problem.host_arrays[1], problem.document_starts,
                                                       _numpy(state.z, np.int64), _numpy(mix),
                                                       doc_concentration(problem, state))
         return torch.tensor(value, dtype=mix.dtype, device=mix.device)
@@ -380,12 +380,12 @@ def update_labels(problem: Problem, state: GibbsState) -> GibbsState:  # step 1
     mix = mixing_weights(state.coeffs, state.inherit, state.weight, state.source, s)
     if problem.multiplicity is not None:  # blocked, on cells: phi drawn, then each cell's counts
         z = _numpy(state.z)
-        coupled_numba.blocked_labels(*problem.host_arrays, z, _numpy(mix), problem.vocab_size, float(problem.beta),
+        numba_steps.blocked_labels(*problem.host_arrays, z, _numpy(mix), problem.vocab_size, float(problem.beta),
                                      int(torch.randint(2**31 - 1, ())))
         return replace(state, z=torch.from_numpy(z).to(state.z))
     if problem.documents is not None:  # theta_d collapsed, then the tables: one blocked step for (z, m)
         z = _numpy(state.z, np.int64)
-        coupled_numba.document_labels(*_document_arrays(problem, state, z, mix),
+        numba_steps.document_labels(*_document_arrays(problem, state, z, mix),
                                       _numpy(torch.rand(z.shape[0], dtype=torch.float64)))
         state = move_document_cells(problem, replace(state, z=torch.from_numpy(z).to(state.z.device)), mix)
         return update_doc_concentration(problem, state)
@@ -393,9 +393,9 @@ def update_labels(problem: Problem, state: GibbsState) -> GibbsState:  # step 1
         z = _numpy(state.z, np.int64)
         # D_t(k) below 1e-30 of the group's largest are flushed to 0: even K of them would not
         # move the running totals at float64's precision, and under a small alpha they run down
-        # to subnormal numbers, whose arithmetic is many times slower (s-ldp on head500: 302 -> 24 ms)
+        # to subnormal numbers, whose arithmetic is many times slower (benchmarks/reports/speed.md)
         mix = torch.where(mix < 1e-30 * mix.amax(-1, keepdim=True), torch.zeros_like(mix), mix)
-        coupled_numba.collapsed_labels(*problem.host_arrays, z, _numpy(mix), problem.vocab_size, float(problem.beta),
+        numba_steps.collapsed_labels(*problem.host_arrays, z, _numpy(mix), problem.vocab_size, float(problem.beta),
                                        _numpy(torch.rand(z.shape[0], dtype=torch.float64)))
         return replace(state, z=torch.from_numpy(z).to(state.z.device))
     logits = mix.log()[problem.groups] + gaussian_log_density(problem.x, state.params)
@@ -409,12 +409,12 @@ def _document_arrays(problem: Problem, state: GibbsState, z: np.ndarray, mix: to
 
 
 def move_document_cells(problem: Problem, state: GibbsState, mix: torch.Tensor | None = None) -> GibbsState:
-    """The document level's block moves (``coupled_numba.document_moves``: each document's tokens
+    """The document level's block moves (``compiled.document_moves``: each document's tokens
     on one atom move together to an atom it does not use), then the tables given the labels."""
     if mix is None:
         mix = mixing_weights(state.coeffs, state.inherit, state.weight, state.source, problem.sizes[1])
     z = _numpy(state.z, np.int64)
-    coupled_numba.document_moves(*_document_arrays(problem, state, z, mix), int(torch.randint(2**31 - 1, ())))
+    numba_steps.document_moves(*_document_arrays(problem, state, z, mix), int(torch.randint(2**31 - 1, ())))
     z = torch.from_numpy(z).to(state.z.device)
     return replace(state, z=z, tables=draw_tables(problem, z, mix, doc_concentration(problem, state)))
 
@@ -439,13 +439,13 @@ def update_doc_concentration(problem: Problem, state: GibbsState) -> GibbsState:
 
 
 def _move_atoms(problem: Problem, state: GibbsState, move_owner: bool) -> GibbsState:
-    """Steps 2 and 5, atom by atom over sufficient statistics (``coupled_numba.move_atoms``)."""
+    """Steps 2 and 5, atom by atom over sufficient statistics (``compiled.move_atoms``)."""
     t, s, k = problem.sizes
     inherit, source = _numpy(state.inherit, np.int64), _numpy(state.source, np.int64)
     shape = state.alpha / problem.atoms_per_source
     weight_prior = torch.distributions.Gamma(shape, 1.0, validate_args=False).log_prob(state.weight[:, None])
     q = problem.q.double()
-    coupled_numba.move_atoms(_numpy(mixture_counts(problem, state)), inherit, source, _numpy(state.weight),
+    numba_steps.move_atoms(_numpy(mixture_counts(problem, state)), inherit, source, _numpy(state.weight),
                              _numpy(state.coeffs), _numpy(q.log()), _numpy(torch.log1p(-q)), _numpy(weight_prior),
                              _numpy(torch.rand(k, t + 1, dtype=torch.float64)), move_owner)
     return replace(state, inherit=torch.from_numpy(inherit).to(state.inherit),
@@ -481,14 +481,14 @@ def update_coefficients(problem: Problem, state: GibbsState) -> GibbsState:  # s
 
 
 def _split_merge(problem, state, effective, per_source, log_token, source_param, weights_integrated):
-    """The split-merge moves of steps 3 and 6 (``coupled_numba.split_merge``) on the atoms each group
+    """The split-merge moves of steps 3 and 6 (``compiled.split_merge``) on the atoms each group
     reaches (D_t(k) > 0); log_token (T, K) and source_param (T, S) as that function takes them.
     Returns the state with its new labels and their n_ts."""
     k = problem.sizes[2]
     reachable = (effective > 0) & (problem.q[:, state.source] > 0)
     reach = torch.sort(torch.where(reachable, torch.arange(k, device=reachable.device), k), 1).values
     z, nts = _numpy(state.z, np.int64), _numpy(per_source)
-    coupled_numba.split_merge(*problem.host_arrays, z, *problem.group_order, _numpy(log_token),
+    numba_steps.split_merge(*problem.host_arrays, z, *problem.group_order, _numpy(log_token),
                               _numpy(state.alpha[state.source] / problem.atoms_per_source), _numpy(source_param),
                               weights_integrated, nts, _numpy(reach, np.int64), _numpy(reachable.sum(1), np.int64),
                               _numpy(state.source, np.int64), problem.vocab_size, float(problem.beta),
@@ -544,10 +544,10 @@ def update_weights(problem: Problem, state: GibbsState) -> GibbsState:  # step 6
 
 
 def _alpha_given_auxiliaries(problem: Problem, state: GibbsState, used: torch.Tensor, log_rate: torch.Tensor):
-    """alpha (S,) given V with the weights integrated out (``coupled_numba.alpha_given_auxiliaries``)."""
+    """alpha (S,) given V with the weights integrated out (``compiled.alpha_given_auxiliaries``)."""
     alpha = _numpy(state.alpha)
-    shape = (coupled_numba.ALPHA_ROUNDS, len(alpha))
-    coupled_numba.alpha_given_auxiliaries(alpha, _numpy(used), _numpy(log_rate), _numpy(state.source, np.int64),
+    shape = (numba_steps.ALPHA_ROUNDS, len(alpha))
+    numba_steps.alpha_given_auxiliaries(alpha, _numpy(used), _numpy(log_rate), _numpy(state.source, np.int64),
                                           _numpy(state.coeffs), _numpy(problem.q), problem.atoms_per_source,
                                           *map(float, problem.alpha_prior),
                                           _numpy(problem.alpha_step * torch.randn(shape, dtype=torch.float64)),
@@ -631,21 +631,21 @@ def _updated(state: GibbsState, arrays: dict) -> GibbsState:
     return replace(state, **{name: torch.from_numpy(value).to(getattr(state, name)) for name, value in arrays.items()})
 
 
-def counts_sweep(problem: Problem, state: GibbsState, steps=coupled_cells.COUNT_STEPS) -> GibbsState:
+def counts_sweep(problem: Problem, state: GibbsState, steps=cell_steps.COUNT_STEPS) -> GibbsState:
     """Steps 2, 5, 3, 6 (``steps``, [Coupled-DP]'s numbers) on the mixture counts (``mixture_counts``), in
-    one compiled call (``coupled_cells.count_sweeps``: steps 2 and 5 with the coefficients
+    one compiled call (``cells.count_sweeps``: steps 2 and 5 with the coefficients
     integrated out, so step 3 follows them), on the CPU."""
     arrays = _compiled_state(state)
-    coupled_cells.count_sweeps(_numpy(mixture_counts(problem, state)), *arrays.values(), *_settings(problem),
+    cell_steps.count_sweeps(_numpy(mixture_counts(problem, state)), *arrays.values(), *_settings(problem),
                                np.asarray(steps, dtype=np.int64), int(torch.randint(2**31 - 1, ())))
     return _updated(state, arrays)
 
 
-def cells_sweep(problem: Problem, state: GibbsState, sweeps: int = 1, steps=coupled_cells.STEPS) -> GibbsState:
+def cells_sweep(problem: Problem, state: GibbsState, sweeps: int = 1, steps=cell_steps.STEPS) -> GibbsState:
     """``sweeps`` passes of ``steps`` ([Coupled-DP]'s step numbers) on (group, word) cells, in one
-    compiled call (``inference.coupled_cells``), on the CPU."""
+    compiled call (``inference.coupled.cells``), on the CPU."""
     arrays = dict(z=_numpy(state.z), **_compiled_state(state))
-    coupled_cells.sweeps(*problem.host_arrays, *arrays.values(), _numpy(problem.q), problem.atoms_per_source,
+    cell_steps.sweeps(*problem.host_arrays, *arrays.values(), _numpy(problem.q), problem.atoms_per_source,
                          problem.vocab_size, float(problem.beta), *_settings(problem)[2:],
                          np.asarray(steps, dtype=np.int64), sweeps, int(torch.randint(2**31 - 1, ())))
     return _updated(state, arrays)

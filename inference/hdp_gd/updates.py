@@ -11,7 +11,7 @@ lx = ln x, l1x = ln(1 - x). The factors of eq. (22)-(26):
 
 Expectations: E ln pi_jt = E ln pi'_jt + sum_{s<t} E ln(1 - pi'_js) with E ln pi' = psi(a) - psi(a + b)
 (likewise E ln psi_k); E ln eps_l1 = psi(xi*_l1) - psi(xi*_l1 + xi*_l2); a0 = u~ / v~, b0 = g~ / h~;
-R~ the approximation of E[ln Gamma(a + b) - ln Gamma(a) - ln Gamma(b)] (``inference.beta_normaliser``).
+R~ the approximation of E[ln Gamma(a + b) - ln Gamma(a) - ln Gamma(b)] (``inference.hdp_gd.beta_normaliser``).
 A component's expected log density of feature l, and the background's:
 
     A_nkl = R~_kl + (a0_kl - 1) lx_nl + (b0_kl - 1) l1x_nl        B_nl = R~'_l + (a0'_l - 1) lx_nl + (b0'_l - 1) l1x_nl
@@ -35,7 +35,7 @@ Coordinate updates, each the exact maximiser of L in its factor (the Gamma facto
     a_jt = 1 + sum_{n in j} rho_nt,          b_jt = lambda + sum_{n in j} sum_{s>t} rho_ns
     c_k  = 1 + sum_jt theta_jtk,             d_k  = gamma + sum_jt sum_{s>k} theta_jts
     xi*_l1 = xi1 + sum_n f_nl,               xi*_l2 = xi2 + sum_n (1 - f_nl)
-    u~, v~, g~, h~ from ``inference.beta_normaliser`` with weights w_n = r_nk f_nl (components) and
+    u~, v~, g~, h~ from ``inference.hdp_gd.beta_normaliser`` with weights w_n = r_nk f_nl (components) and
     1 - f_nl (background): the sufficient statistics r^T f, r^T (f lx), r^T (f l1x): K x D products.
 
 The Gamma update is a fixed point, not a maximiser: batch VI keeps it only when the part of the
@@ -71,7 +71,7 @@ from dataclasses import dataclass, fields
 import torch
 from torch.distributions import Beta, Dirichlet, Gamma, kl_divergence
 
-from bnpzoo.inference.beta_normaliser import expected_log_normaliser, shape_slopes
+from bnpzoo.inference.hdp_gd.beta_normaliser import expected_log_normaliser, shape_slopes
 from bnpzoo.inference.conjugate import expected_log_weights
 from bnpzoo.inference.kmeans import kmeans
 from bnpzoo.inference.optim import decaying_step
@@ -239,7 +239,7 @@ def gamma_statistics(obs: Observations, r: torch.Tensor, f: torch.Tensor, scale:
 
 
 def gamma_targets(g: Globals, stats: dict, prior: Prior) -> dict:
-    """The Gamma factors' fixed-point update (``inference.beta_normaliser``) from the statistics."""
+    """The Gamma factors' fixed-point update (``inference.hdp_gd.beta_normaliser``) from the statistics."""
     out = {}
     for name, a, b in (("", g.alpha, g.beta), ("_bg", g.alpha_bg, g.beta_bg)):
         slope_a, slope_b = shape_slopes(*_pair(a), *_pair(b))

@@ -1,16 +1,15 @@
 """The coupled latent-DP sampler on (group, word) cells, in compiled steps.
 
-On cells (``coupled_gibbs.cells``: words only, labels as (C, K) counts, blocked label step) every
-step works on arrays of T x S, T x K or C x K entries. On digits-bags (10 x 11 x 110, 517 cells)
-a sweep of the torch steps took 11 ms, 6 of them torch's per-call overhead in steps 3, 6 and 7 and
-around the compiled steps 1, 2 and 5. Here every step runs under numba on one generator seeded
-from torch's (``seed``), in 4 to 5 ms a sweep (steps 2 and 5: about 3, step 1: about 1), driven
+On cells (``gibbs.cells``: words only, labels as (C, K) counts, blocked label step) every step
+works on arrays of T x S, T x K or C x K entries, where torch's per-call overhead outweighed the
+arithmetic (``benchmarks/reports/speed.md``). Here every step runs under numba on one generator
+seeded from torch's (``seed``), driven
 from Python (a compiled driver would compile every step again inside itself): the same steps as
-``coupled_gibbs`` (whose docstring derives their full conditionals), steps 2 and 5 with the
+``gibbs`` (whose docstring derives their full conditionals), steps 2 and 5 with the
 coefficients integrated out, drawn in a different order of random numbers:
 
-    step 1     ``coupled_numba.draw_cell_labels`` on D_t from ``_mixing``
-    steps 2, 5 ``coupled_numba.move_atoms`` with the coefficients c integrated out, so that an atom
+    step 1     ``compiled.draw_cell_labels`` on D_t from ``_mixing``
+    steps 2, 5 ``compiled.move_atoms`` with the coefficients c integrated out, so that an atom
                holding a group's tokens can move to a latent DP whose c_ts the group has left near
                0 (given c, such a move costs n_tk ln c_ts and never happens: over 2 x 100,000
                sweeps on digits-bags the atoms each latent DP owned, and alpha_s, kept their
@@ -18,16 +17,16 @@ coefficients integrated out, drawn in a different order of random numbers:
                sampler needs (van Dyk and Park 2008): the sweep runs 1, 2, 5, 3, 6
     step 3     ``_coefficients``: c_t by the Dirichlet's aggregation property over the active sources
     step 6     ``_weights``: given the auxiliaries V_ts, alpha_s with the weights integrated out
-               (``coupled_numba.alpha_given_auxiliaries``, what step 7 was), then w_k, then each
+               (``compiled.alpha_given_auxiliaries``, what step 7 was), then w_k, then each
                latent DP's total mass redrawn
 
 (step 4 does nothing: the topics are collapsed). Steps 2, 3, 5 and 6 see the labels only
 through their counts per group, m_tk, and ``count_sweeps`` runs them on given counts (with c
 given, in the order 2, 3, 5, 6) for the token-level samplers that have no token moves: the document
-level, whose counts are its tables (``coupled_gibbs.counts_sweep``). ``tests/test_coupled_gibbs.py``
+level, whose counts are its tables (``gibbs.counts_sweep``). ``tests/test_coupled_gibbs.py``
 checks each step (or block) from exact joint draws and the whole sweep by Geweke's test.
 
-numba's on-disk cache of this module's compiled steps does not notice edits to ``coupled_numba``,
+numba's on-disk cache of this module's compiled steps does not notice edits to ``compiled``,
 whose functions they compile in: after editing that file, delete ``inference/__pycache__/*.nb*``.
 """
 
@@ -35,7 +34,7 @@ import math
 
 import numpy as np
 
-from bnpzoo.inference.coupled_numba import (ALPHA_ROUNDS, TINY, alpha_given_auxiliaries, column_sum, compiled,
+from bnpzoo.inference.coupled.compiled import (ALPHA_ROUNDS, TINY, alpha_given_auxiliaries, column_sum, compiled,
                                             draw_cell_labels, log_array, move_atoms)
 
 STEPS = np.array([1, 2, 5, 3, 6], dtype=np.int64)
@@ -105,7 +104,7 @@ def _gamma_log_density(value, shape):
 
 @compiled
 def _log_gamma_draw(shape):
-    """ln of a Gamma(shape, 1) draw, as ln Gamma(shape + 1) + ln U / shape (``coupled_gibbs._log_gamma``)."""
+    """ln of a Gamma(shape, 1) draw, as ln Gamma(shape + 1) + ln U / shape (``gibbs._log_gamma``)."""
     return np.log(np.random.gamma(shape + 1)) + np.log(np.random.random()) / shape
 
 
@@ -192,7 +191,7 @@ def _walk(s_count, alpha_step):  # pragma: no cover (compiled)
 def _draw_weights(used, log_rate, source, alpha, atoms_per_source, weight):  # pragma: no cover (compiled)
     """w (K,) in place: w_k ~ Gamma(alpha_{s_k} / L + m_k, 1 + sum_t r~_tk V_{t s_k}), then each latent
     DP's total mass redrawn from Gamma(sum_{s_k = s} alpha_s / L, 1), its shares kept
-    (``coupled_gibbs._rescaled``); in logarithms, as small shapes underflow."""
+    (``gibbs._rescaled``); in logarithms, as small shapes underflow."""
     k_count, s_count = weight.shape[0], alpha.shape[0]
     shape, log_weight = np.empty(k_count), np.empty(k_count)
     for k in range(k_count):
@@ -220,7 +219,7 @@ def _draw_weights(used, log_rate, source, alpha, atoms_per_source, weight):  # p
 def _weights(counts, inherit, weight, source, alpha, coeffs, q, atoms_per_source, prior_shape, prior_rate, alpha_step,
              sample_alpha):  # step 6
     """w (K,) in place, and alpha (S,) when ``sample_alpha``: V_ts ~ Gamma(n_ts, W_ts); alpha given V
-    with w integrated out (``coupled_numba.alpha_given_auxiliaries``); then w (``_draw_weights``)."""
+    with w integrated out (``compiled.alpha_given_auxiliaries``); then w (``_draw_weights``)."""
     used, log_rate = _auxiliary_rates(counts, inherit, weight, source, alpha.shape[0])
     if sample_alpha:
         alpha_given_auxiliaries(alpha, used, log_rate, source, coeffs, q, atoms_per_source, prior_shape, prior_rate,
@@ -278,7 +277,7 @@ def _count_step(step, counts, alpha, source, weight, coeffs, inherit, q, log_q, 
 def count_sweeps(counts, alpha, source, weight, coeffs, inherit, q, atoms_per_source, prior_shape, prior_rate,
                  alpha_step, sample_alpha, steps, seed_value):
     """``steps`` (2, 3, 5, 6: COUNT_STEPS) on fixed mixture counts (T, K), the labels per group or the
-    document level's tables, steps 2 and 5 given the coefficients (as ``coupled_gibbs``'s steps); the
+    document level's tables, steps 2 and 5 given the coefficients (as ``gibbs``'s steps); the
     state updated in place, ``seed_value`` seeds numba's generator."""
     seed(seed_value)
     log_q, log_not_q = log_array(q), _log_complement(q)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import torch
 
-from bnpzoo.base import get_rng_state, set_rng_state
+from bnpzoo.caller_state import get_rng_state, set_rng_state
 
 FORMAT = "bnpzoo-chain-checkpoint-1"
 

@@ -1,15 +1,15 @@
-"""Compiled inner loops of the coupled latent-DP Gibbs sampler (``inference.coupled_gibbs``).
+"""Compiled inner loops of the coupled latent-DP Gibbs sampler (``inference.coupled.gibbs``).
 
 Three of its loops are sequential by nature and run here under numba, on CPU arrays, and so does
 the blocked label step, whose many small draws cost more in torch's per-call overhead than in
-arithmetic (digits-bags: 6 ms a sweep in torch, 1.2 here). The caller passes torch-drawn
+arithmetic (about 5x, ``benchmarks/reports/speed.md``). The caller passes torch-drawn
 uniforms (or a torch-drawn seed of numba's generator), so runs are reproducible under
 ``pyro.set_rng_seed``.
 
 ``collapsed_log_likelihood``: ln p(x | z) with the topics integrated out, for the log joint.
 
 ``document_labels`` (step 1 with the document level): as ``collapsed_labels``, with each
-document's own counts n_dk added to b D_t(k) (``inference.coupled_gibbs``); ``document_moves``
+document's own counts n_dk added to b D_t(k) (``inference.coupled.gibbs``); ``document_moves``
 moves a document's tokens on one atom together, ``document_tables`` draws the tables, and
 ``document_log_likelihood`` scores the labels with theta_d integrated out.
 
@@ -35,10 +35,10 @@ is dropped. A candidate is impossible (-inf) when a used atom would not be inher
 
 ``split_merge`` (steps 3 and 6 for words): Metropolis-Hastings moves of a group's tokens between
 two atoms, the coefficients (step 3) or the weights given V (step 6) integrated out; nts (T, S)
-is left holding the new n_ts. The target and the proposal are derived in ``inference.coupled_gibbs``.
+is left holding the new n_ts. The target and the proposal are derived in ``inference.coupled.gibbs``.
 
 ``alpha_given_auxiliaries`` (in step 6): the concentrations alpha_s with the weights integrated
-out given the auxiliaries V (``inference.coupled_gibbs``, step 6).
+out given the auxiliaries V (``inference.coupled.gibbs``, step 6).
 """
 
 import math
@@ -46,7 +46,7 @@ import math
 import numpy as np
 from numba import njit
 
-TINY = np.finfo(np.float64).tiny  # the floor of gamma draws that underflow (``coupled_gibbs._floored``)
+TINY = np.finfo(np.float64).tiny  # the floor of gamma draws that underflow (``gibbs._floored``)
 ALPHA_ROUNDS = 5  # random-walk proposals per concentration and sweep (``alpha_given_auxiliaries``)
 
 # Compiled once per install into numba's cache. The loops are written on scalars: numba compiles
@@ -97,7 +97,7 @@ def log_array(a):
 @compiled
 def _word_counts(x, z, vocab, k_count):
     """(n_kw word-major (V, K), n_k (K,)): the counts of the labels z, one per token (N,) or
-    (group, word) cells' counts (C, K) (``coupled_gibbs.cells``)."""
+    (group, word) cells' counts (C, K) (``gibbs.cells``)."""
     nwk = np.zeros((vocab, k_count))
     nk = np.zeros(k_count)
     for i in range(x.shape[0]):
@@ -143,7 +143,7 @@ def document_labels(x, groups, starts, z, mixing, b, vocab, beta, uniforms):  # 
     t_count, k_count = mixing.shape
     nwk, nk = _word_counts(x, z, vocab, k_count)
     # the atoms each group reaches (D_t(k) > 0), listed, with b D_t(k) beside them; below 1e-30 of
-    # the group's largest it is flushed to 0 (as in ``coupled_gibbs.update_labels``: subnormal
+    # the group's largest it is flushed to 0 (as in ``gibbs.update_labels``: subnormal
     # arithmetic is many times slower), the atom kept reachable for the documents that use it
     reach = np.zeros((t_count, k_count), dtype=np.int64)
     prior = np.zeros((t_count, k_count))
@@ -225,7 +225,7 @@ def _cell_log_likelihood(a, words, counts, n_words, nwk, nk, vocab, beta):
 def document_tables(groups, starts, z, mixing, b, uniforms):  # pragma: no cover (compiled)
     """m_tk (T, K): the tables of each document's cells by Antoniak's scheme, summed by group; the
     j-th token (j = 0, 1, ...) of atom k in document d opens a table when uniforms[i] (b D_t(k) + j)
-    < b D_t(k) (``inference.coupled_gibbs``, the document level)."""
+    < b D_t(k) (``inference.coupled.gibbs``, the document level)."""
     tables = np.zeros(mixing.shape)
     seen = np.zeros(mixing.shape[1], dtype=np.int64)
     for d in range(starts.shape[0] - 1):
@@ -262,7 +262,7 @@ def document_log_likelihood(groups, starts, z, mixing, b):  # pragma: no cover (
 def document_moves(x, groups, starts, z, mixing, b, vocab, beta, seed):  # pragma: no cover (compiled)
     """Block moves of the document level: for each document d and each atom k it uses, all n_dk of
     its tokens on k (the cell) move together to an atom j that d does not use, by Metropolis-
-    Hastings with theta_d and the topics integrated out (``inference.coupled_gibbs``); z (N,) is
+    Hastings with theta_d and the topics integrated out (``inference.coupled.gibbs``); z (N,) is
     updated in place. The proposal j ~ D_t over U less k, U the atoms d's other cells leave free
     (the same set from either side, so the reverse move proposes k from U less j):
         ln a = ln G(b D_t(j) + n) - ln G(b D_t(j)) - ln G(b D_t(k) + n) + ln G(b D_t(k))

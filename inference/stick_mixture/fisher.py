@@ -6,7 +6,7 @@ squared *per-sample* gradients. With the objective split into per-sample terms
     l_n(theta) = ln sum_k pi_k N(x_n | mu_k, diag(std^2)) + (1/N) [ln p(mu) + ln p_u(v)]
 
 (sum_n l_n = ln p(x, theta), the bound of the MAP guide with z summed out, sticks in the logit
-coordinate u of ``inference.sticks``; with MAP assignments the sum over k is replaced by the
+coordinate u of ``inference.stick_mixture.sticks``; with MAP assignments the sum over k is replaced by the
 assigned cluster), and r_nk the responsibilities (one-hot for MAP assignments), the per-sample
 gradients are
 

@@ -1,0 +1,88 @@
+"""The house: layering between the rooms, and every path and module the user documents name exists."""
+
+import ast
+import importlib
+import inspect
+import pkgutil
+import re
+from pathlib import Path
+
+import pytest
+
+import bnpzoo
+from bnpzoo.base import Estimator
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = [ROOT / "README.md", ROOT / "docs" / "guide.md"]
+
+
+def _estimator_modules() -> set:
+    """Every bnpzoo module that defines an estimator class (``base`` too)."""
+    found = {"bnpzoo.base"}
+    for info in pkgutil.iter_modules(bnpzoo.__path__, "bnpzoo."):
+        if info.name == "bnpzoo.__main__":  # runs the CLI
+            continue
+        module = importlib.import_module(info.name)
+        classes = inspect.getmembers(module, inspect.isclass)
+        if any(issubclass(c, Estimator) and c.__module__ == info.name for _, c in classes):
+            found.add(info.name)
+    return found
+
+
+def _imports(path: Path) -> set:
+    """The modules (and ``package.name`` for ``from package import name``) a file imports, anywhere in it."""
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module)
+            names.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return names
+
+
+def test_no_learner_program_or_guide_imports_an_estimator_module():
+    estimators = _estimator_modules()
+    assert {"bnpzoo.mixture", "bnpzoo.hdp_gd", "bnpzoo.coupled_dp"} <= estimators  # the finder finds them
+    wrong = [f"{path.relative_to(ROOT)} imports {name}"
+             for folder in ("inference", "models", "guides") for path in sorted((ROOT / folder).rglob("*.py"))
+             for name in _imports(path) if name in estimators or name in ("bnpzoo.DPGMM", "bnpzoo.HDPGD")
+             or (name.startswith("bnpzoo.") and name.rsplit(".", 1)[0] in estimators)]
+    assert not wrong, wrong
+
+
+def _documented_names(text: str):
+    """Code spans and link targets that name a file or folder of the repository, or a bnpzoo module
+    or attribute (``bnpzoo.x.y``, up to an opening bracket)."""
+    for span in re.findall(r"`([^`\n]+)`", text) + re.findall(r"\]\(([^)\s]+)\)", text):
+        span = span.strip()
+        if re.fullmatch(r"bnpzoo(\.\w+)+(\(.*)?", span):
+            yield "module", span.split("(")[0]
+        elif re.fullmatch(r"(\.\./)?(models|guides|inference|tutorials|tests|benchmarks|docs|bnpzoo|\.ci)(/[\w.\-]*)*",
+                          span) or re.fullmatch(r"[\w\-]+\.(md|toml|txt)|Makefile", span):
+            yield "path", span
+
+
+def _resolves(dotted: str) -> bool:
+    parts = dotted.split(".")
+    for cut in range(len(parts), 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        for name in parts[cut:]:
+            if not hasattr(obj, name):
+                return False
+            obj = getattr(obj, name)
+        return True
+    return False
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=lambda p: p.name)
+def test_every_path_and_module_the_documents_name_exists(doc):
+    names = list(_documented_names(doc.read_text()))
+    assert sum(kind == "path" for kind, _ in names) >= 3 and any(kind == "module" for kind, _ in names)
+    missing = [span for kind, span in names
+               if (kind == "path" and not (doc.parent / span).exists() and not (ROOT / span).exists())
+               or (kind == "module" and not _resolves(span))]
+    assert not missing, f"{doc.name} names what does not exist: {missing}"
