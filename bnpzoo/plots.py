@@ -1,6 +1,7 @@
 """Figures: the comparison panel written by ``bnpzoo compare``."""
 
 import matplotlib
+import matplotlib.ticker
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -13,13 +14,15 @@ def comparison_figure(records: list, dataset, path) -> None:
     """Three panels for every fit of ``bnpzoo compare``: its learner's objective (nats per sample;
     vmm's MAP objective, the SVI learners' bound on their evaluation minibatch) against wall time,
     NMI and ACC against the labels (horizontal bars, one row per fit, each with its value), and
-    its cluster weights by rank. Series differ by colour, and past ten by marker too. Fits without
+    its cluster weights by rank. Series differ by colour (15), and past ten by marker too. Fits without
     a bound trace (scikit-learn's BGM) appear in the last two."""
     names = [f"{r['model']} / {r['inference']}" for r in records]
-    # ten distinct colours, then the same ten with another marker: no two series look alike
-    colours = [plt.cm.tab10.colors[i % 10] for i in range(len(records))]
+    # tab10's ten colours, then five dark ones of tab20b, each block with its own marker: no two
+    # series look alike (compare runs 13)
+    palette = list(plt.cm.tab10.colors) + [plt.cm.tab20b.colors[i] for i in (0, 4, 8, 12, 16)]
+    colours = [palette[i % len(palette)] for i in range(len(records))]
     markers = ["o", "s", "^", "D"]
-    marker = [markers[(i // 10) % len(markers)] for i in range(len(records))]
+    marker = [markers[(i // 10 + i // len(palette)) % len(markers)] for i in range(len(records))]
     fig, axes = plt.subplots(1, 3, figsize=(16, 0.35 * len(records) + 3.2),
                              gridspec_kw={"width_ratios": [1.2, 1, 1]})
     settled = []  # the later half of every trace sets the panel's range (early values can be far below)
@@ -35,6 +38,7 @@ def comparison_figure(records: list, dataset, path) -> None:
         axes[0].set_ylim(low - 0.15 * (high - low + 1e-9), high + 0.05 * (high - low + 1e-9))
     axes[0].set(xscale="log", xlabel="seconds since the fit started (log)", ylabel="nats per sample",
                 title="each learner's own objective over time")
+    axes[0].xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())  # decades only: no crowded labels
 
     rows = np.arange(len(records))[::-1]
     for offset, metric, hatch in ((0.2, "nmi", None), (-0.2, "acc", "///")):

@@ -33,7 +33,8 @@ class Schedule:
 def fit_batch(obs: Observations, prior: Prior, schedule: Schedule, *, max_iter: int, seed: int):
     """Batch VI: iterations of every coordinate update until the bound changes by less than ``tol``
     per observation; then merges, and on while one is kept (each raises the bound, so the trace
-    never falls). Returns (globals, the bound per iteration, iterations, converged)."""
+    never falls). Returns (globals, the rows' relevances f at the end, the bound per iteration,
+    iterations, converged)."""
     n = obs.x.shape[0]
     g = initial_globals(obs, schedule.truncation, schedule.group_truncation, prior, n_init=schedule.n_init, seed=seed)
     f = saliency_mean(g).expand_as(obs.x).clone()
@@ -49,7 +50,7 @@ def fit_batch(obs: Observations, prior: Prior, schedule: Schedule, *, max_iter: 
                     continue
                 done = True
                 break
-    return g, trace, it + 1, done
+    return g, f, trace, it + 1, done
 
 
 def fit_online(obs: Observations, prior: Prior, schedule: Schedule, *, passes: int, seed: int):
