@@ -207,7 +207,21 @@ def _read_csv(path: Path) -> np.ndarray:
 def load(spec: str, labels=None, groups=None, *, as_corpus: bool | None = None) -> Dataset | Corpus:
     """An embedded data set by name (``digits``, ``blobs[:...]``, ...) or a .csv / .npy path; or a
     corpus (``bnpzoo.corpus``): ``digits-bags``, a .txt path, or a .csv / .npy count matrix given
-    with ``groups``. ``as_corpus`` says which a .csv / .npy file with groups is (None: a corpus)."""
+    with ``groups``.
+
+    Parameters
+    ----------
+    spec : a name (``docs/guide.md``, "Data the command line reads") or a file path.
+    labels, groups : paths of files with one integer a line (a row's label, a row's or document's
+        group), or None.
+    as_corpus : whether a .csv / .npy file given with groups is a documents x words count matrix
+        (None: yes) or rows in groups.
+
+    Returns
+    -------
+    ``Dataset`` (``X``, ``labels``, ``groups``, ``name``) or ``Corpus`` (documents, vocabulary,
+    groups).
+    """
     counts = groups is not None and spec.endswith((".csv", ".npy")) and as_corpus is not False
     if spec == "digits-bags" or spec.endswith(".txt") or counts:
         corpus = _load_corpus(spec)

@@ -56,9 +56,21 @@ def compare(fitted: dict, X, groups=None, *, labels=None, ic: str = "loo", num_d
     model family, best first, with the clusters each fit uses on X (``clusters``) and, when the true
     ``labels`` are given, ``nmi`` and ``acc`` as extra columns.
 
-    ``fitted`` maps a name to a fitted estimator with ``to_arviz``; ``X`` is the data they are
-    compared on; ``groups`` goes to the models that fit grouped rows (HDPGD). Every model's
-    ``log_likelihood`` is a density of X itself, so the ELPDs compare.
+    Every model's ``log_likelihood`` is a density of X itself, so the ELPDs compare.
+
+    Parameters
+    ----------
+    fitted : {name: a fitted estimator with ``to_arviz``}, at least two.
+    X : the data they are compared on.
+    groups : the rows' groups, for the models that fit grouped rows (HDPGD).
+    labels : true labels of X, optional: adds the ``nmi`` and ``acc`` columns.
+    ic : "loo" (PSIS-LOO, default) or "waic".
+    num_draws : posterior draws a model. random_state : the draws' seed.
+
+    Returns
+    -------
+    pandas.DataFrame: ArviZ's ``compare`` table, one row a model, best first, with ``clusters``
+    (and ``nmi``, ``acc``).
     """
     import inspect
 

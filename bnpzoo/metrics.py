@@ -46,7 +46,17 @@ NORMALISATIONS = {"max": max, "arithmetic": lambda a, b: (a + b) / 2, "geometric
 def nmi(truth, pred, normalisation: str = "max") -> float:
     """Normalised mutual information, I(gt, mo) divided by the ``normalisation`` (max, arithmetic,
     geometric or min) of the two entropies: max as the papers define it, arithmetic as
-    scikit-learn's default. 1 for identical partitions."""
+    scikit-learn's default. 1 for identical partitions.
+
+    Parameters
+    ----------
+    truth, pred : two labellings of the same samples (any hashable labels, one per sample).
+    normalisation : "max" (default), "arithmetic", "geometric" or "min".
+
+    Returns
+    -------
+    float in [0, 1]; 1 also when both labellings have a single cluster.
+    """
     if normalisation not in NORMALISATIONS:
         raise ValueError(f"normalisation must be one of {', '.join(NORMALISATIONS)}, got {normalisation!r}")
     table = contingency(truth, pred)
@@ -60,7 +70,17 @@ def nmi(truth, pred, normalisation: str = "max") -> float:
 
 
 def acc(truth, pred) -> float:
-    """Accuracy under the best one-to-one map of clusters to classes (Hungarian algorithm)."""
+    """Accuracy under the best one-to-one map of clusters to classes (Hungarian algorithm).
+
+    Parameters
+    ----------
+    truth, pred : two labellings of the same samples.
+
+    Returns
+    -------
+    float in [0, 1]: the share of samples whose cluster maps to their class; clusters left
+    without a class count as wrong.
+    """
     from scipy.optimize import linear_sum_assignment  # slow to import; the CLI's start does without
 
     table = contingency(truth, pred)
@@ -69,5 +89,14 @@ def acc(truth, pred) -> float:
 
 
 def clusters_used(pred) -> int:
-    """Number of distinct clusters that hold at least one sample."""
+    """Number of distinct clusters that hold at least one sample.
+
+    Parameters
+    ----------
+    pred : labels, one per sample.
+
+    Returns
+    -------
+    int.
+    """
     return int(np.unique(np.asarray(pred)).size)

@@ -74,7 +74,18 @@ def fold_in(phi: np.ndarray, doc_ids, word_ids, n_docs: int, *, smoothing=0.1, i
 def completion_perplexity(topic_word, vocab, docs, *, smoothing=0.1, iterations=100) -> float:
     """Held-out perplexity of ``docs`` (lists of tokens) under topics ``topic_word`` (K x V
     probabilities over ``vocab``); see the module docstring. Lower is better; a model that gives
-    a scored token zero probability gets ``inf``."""
+    a scored token zero probability gets ``inf``.
+
+    Parameters
+    ----------
+    topic_word : (K, V) topic-word probabilities. vocab : the V words, in their order.
+    docs : the held-out documents, each a list of tokens.
+    smoothing, iterations : the fold-in of each document's proportions on its even-position tokens.
+
+    Returns
+    -------
+    float: exp(-mean log probability of the odd-position tokens).
+    """
     phi = _topic_word(topic_word)
     docs = list(docs)
     even_d, even_w, odd_d, odd_w = _split_tokens(vocab, docs, phi.shape[1])
