@@ -257,8 +257,8 @@ class HDPGD(Estimator):
 
     def _fit_svi(self, obs, prior: Prior, seed: int):
         """Pyro's SVI on the program, started from batch vi's fit of the shipped program: from the
-        K-means start alone, SVI's noisy steps kept 28 or 29 atoms where vi merges to the 7 drawn (NMI
-        0.62 against 1.0, ``benchmarks/reports/hdp_gd.md``)."""
+        K-means start alone SVI neither merges nor prunes, and kept nearly every atom
+        (``benchmarks/reports/hdp_gd.md``)."""
         from bnpzoo.models.hdp_gd import model as shipped
 
         start = fit_batch(obs, prior, self._schedule(obs.x.shape[0]), max_iter=300, seed=seed)[0]
@@ -271,7 +271,7 @@ class HDPGD(Estimator):
         return g, run.elbo_trace
 
     def _merges(self) -> int:
-        return (5 if self.inference == "vi" else 1) if self.merges is None else self.merges
+        return (1 if self.inference == "online-vi" else 5) if self.merges is None else self.merges
 
     def _rows_per_step(self, n: int) -> int:
         if self.inference == "svi":
@@ -335,8 +335,8 @@ class HDPGD(Estimator):
         """The fitted attributes from the global factors. The training rows' labels come from their
         local factors refitted to the final globals, from the fit's own relevances ``f`` where batch
         vi has them: those converged with the globals to a higher bound than ``predict``'s fresh
-        start reaches (digits-proportions: local bound 437,466 against 434,292, NMI 0.631 against
-        0.584), so there ``labels_`` can differ from ``predict(X)``. Elsewhere they are equal."""
+        start reaches (``benchmarks/reports/hdp_gd.md``), so there ``labels_`` can differ from
+        ``predict(X)``. Elsewhere they are equal."""
         self._stream_rng = get_rng_state()  # where the stream stands: save and pickles keep it
         _, r, _, _ = local_step(obs, g, tables(g), iters=LOCAL_ITERS, f=f)
         self.posterior_ = {name: getattr(g, name) for name in Globals.__dataclass_fields__}
