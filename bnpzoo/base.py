@@ -274,6 +274,7 @@ class Estimator:
 
     # -- persistence -----------------------------------------------------------------------
     _unsaved_params: tuple = ()  # parameters that are code (a Pyro program): ``load`` takes them again where set
+    _optional_code: tuple = ()  # of those, the ones whose default (None) is a shipped program
 
     def save(self, path) -> None:
         """Write parameters, fitted state and the learner's state where it has one (``load`` restores
@@ -314,7 +315,9 @@ class Estimator:
             raise ValueError(f"{path} holds a {blob['class']}, not a {cls.__name__}")
         if blob["format"] != FORMAT_VERSION:
             raise ValueError(f"{path} was saved in format {blob['format']}; this bnpzoo reads format {FORMAT_VERSION}")
-        missing = [name for name in blob.get("code", cls._unsaved_params) if name not in code]
+        # files saved before "code" was written hold it unset exactly where it is optional
+        saved_code = blob.get("code", [name for name in cls._unsaved_params if name not in cls._optional_code])
+        missing = [name for name in saved_code if name not in code]
         if missing:
             needed = ", ".join(f"{name}=" for name in missing)
             raise ValueError(f"{cls.__name__}.load needs {needed} again: code is not saved")

@@ -154,7 +154,7 @@ class HDPGD(Estimator):
         "verbose": OneOf(True, False),
     }
     _fitted_marker = "posterior_"
-    _unsaved_params = ("model",)
+    _unsaved_params = _optional_code = ("model",)
     _fit_call = "fit(X, groups)"
     _fitted_attributes = ("labels_", "saliency_", "weights_", "group_weights_", "atoms_per_group_", "n_clusters_",
                           "component_means_", "elbo_trace_", "converged_", "n_iter_", "n_passes_", "fit_seconds_",

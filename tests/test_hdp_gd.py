@@ -282,6 +282,11 @@ def test_partial_fit_streams_and_save_load_keeps_predictions(drawn, tmp_path):
     assert np.array_equal(back.predict(drawn.X, drawn.groups), est.predict(drawn.X, drawn.groups))
     with pytest.raises(AttributeError, match="online-vi"):
         HDPGD(inference="vi").partial_fit(drawn.X, drawn.groups)
+    old = torch.load(tmp_path / "m.pt", weights_only=True)  # as written before programs were a parameter
+    del old["code"], old["params"]["learning_rate"]
+    torch.save(old, tmp_path / "old.pt")
+    assert np.array_equal(HDPGD.load(tmp_path / "old.pt").predict(drawn.X, drawn.groups),
+                          est.predict(drawn.X, drawn.groups))
 
 
 def test_histograms_are_normalised_with_the_floor():
