@@ -28,12 +28,14 @@ from bnpzoo.inference.conjugate import expected_log_weights
 from bnpzoo.inference.hdp_gd.learner import Schedule, fit_batch, fit_online, online_pass
 from bnpzoo.inference.hdp_gd.svi import fit_svi
 from bnpzoo.inference.hdp_gd.updates import Globals, Observations, Prior, local_bound, local_step, saliency_mean, tables
+from bnpzoo.models.hdp_gd import model as shipped_program
 from bnpzoo.ops import (geometric_transform, log_remaining_mass, normalise_histograms, row_blocks,
                         stick_breaking_log_weights)
 from bnpzoo.threads import fit_threads
 
 INFERENCE = ("vi", "online-vi", "svi")
 SVI_STEPS, SVI_LEARNING_RATE = 300, 0.005  # svi's default steps and Adam's step (benchmarks/reports/hdp_gd.md)
+VI_ITERATIONS = 300  # vi's default iterations, and those of svi's start
 LOCAL_ITERS = 5  # rounds of q(Z), q(phi) for data the fit has not seen
 ONLINE_PASSES = 3  # online-vi's default passes over the data
 
@@ -243,7 +245,7 @@ class HDPGD(Estimator):
         prior, schedule, f = self._prior(), self._schedule(obs.x.shape[0]), None
         if self.inference == "vi":
             g, f, trace, self.n_iter_, self.converged_ = fit_batch(obs, prior, schedule,
-                                                                   max_iter=self.max_iter or 300, seed=seed)
+                                                                   max_iter=self.max_iter or VI_ITERATIONS, seed=seed)
             self.n_passes_ = self.n_iter_
         elif self.inference == "svi":
             g, trace = self._fit_svi(obs, prior, seed)
@@ -259,12 +261,10 @@ class HDPGD(Estimator):
         """Pyro's SVI on the program, started from batch vi's fit of the shipped program: from the
         K-means start alone SVI neither merges nor prunes, and kept nearly every atom
         (``benchmarks/reports/hdp_gd.md``)."""
-        from bnpzoo.models.hdp_gd import model as shipped
-
-        start = fit_batch(obs, prior, self._schedule(obs.x.shape[0]), max_iter=300, seed=seed)[0]
+        start = fit_batch(obs, prior, self._schedule(obs.x.shape[0]), max_iter=VI_ITERATIONS, seed=seed)[0]
         kwargs = dict(n_groups=len(self.groups_), truncation=self.truncation, group_truncation=self.group_truncation,
                       gamma=prior.gamma, lam=prior.lam, xi=prior.xi, parameter_prior=(prior.shape, prior.rate))
-        g, run = fit_svi(self.model or shipped, obs.x, obs.groups, start, model_kwargs=kwargs,
+        g, run = fit_svi(self.model or shipped_program, obs.x, obs.groups, start, model_kwargs=kwargs,
                          max_iter=self.max_iter or SVI_STEPS, learning_rate=self.learning_rate or SVI_LEARNING_RATE,
                          tol=self.tol, batch_size=self.batch_size, verbose=self.verbose)
         self.n_iter_, self.n_passes_, self.converged_ = run.n_iter, run.n_iter, run.converged

@@ -21,13 +21,13 @@ class Schedule:
     and step zeta_r = (offset + r)^(-decay) (eq. (32)), and whether to show a progress bar."""
     truncation: int
     group_truncation: int
-    n_init: int = 3
-    merges: int = 5
-    tol: float = 1e-4
-    batch_size: int = 200
-    offset: float = 1.0
-    decay: float = 0.6
-    verbose: bool = False
+    n_init: int
+    merges: int
+    tol: float
+    batch_size: int
+    offset: float
+    decay: float
+    verbose: bool
 
 
 def fit_batch(obs: Observations, prior: Prior, schedule: Schedule, *, max_iter: int, seed: int):
@@ -41,7 +41,7 @@ def fit_batch(obs: Observations, prior: Prior, schedule: Schedule, *, max_iter: 
     trace, done = [], False
     with tqdm(total=max_iter, disable=not schedule.verbose, desc="hdp-gd vi", unit="it") as bar:
         for it in range(max_iter):
-            g, f, value, r = batch_iteration(obs, g, prior, f)
+            g, f, value, _ = batch_iteration(obs, g, prior, f)
             trace.append(float(value))  # one host sync an iteration: the convergence test reads it
             bar.update()
             if converged(trace, schedule.tol, n):
@@ -87,7 +87,7 @@ def online_pass(obs: Observations, g: Globals, prior: Prior, schedule: Schedule,
         step += 1
         batch = obs.rows(rows)
         g, _, f, estimate = online_step(batch, g, prior, n_total=n, group_sizes=obs.sizes, step=step,
-                                              offset=schedule.offset, decay=schedule.decay)
+                                        offset=schedule.offset, decay=schedule.decay)
         estimates.append(estimate)
         if merges and step % every == 0:
             g, _, _ = merge_moves(batch, g, prior, f, candidates=schedule.merges, scale=n / len(rows))

@@ -20,10 +20,9 @@ gives batch vi's fit of the shipped program, which an edited program then moves 
 from functools import partial
 
 import torch
-from pyro import get_param_store
 from pyro.infer import TraceEnum_ELBO
 
-from bnpzoo.guides.hdp_gd import PREFIX, guide
+from bnpzoo.guides.hdp_gd import guide, learned_factors
 from bnpzoo.inference import optim as optimizers
 from bnpzoo.inference.hdp_gd.updates import Globals
 from bnpzoo.inference.svi import run_svi
@@ -52,6 +51,5 @@ def fit_svi(model, x: torch.Tensor, groups: torch.Tensor, start: Globals, *, mod
     run = run_svi(model, partial(guide, start=start), x, model_kwargs=dict(model_kwargs, groups=groups),
                   optim=optimizers.adam(learning_rate), loss=loss, max_iter=max_iter, batch_size=batch_size,
                   tol=tol, verbose=verbose)
-    store = get_param_store()
-    learned = {name: store[PREFIX + name].detach() for name in Globals.__dataclass_fields__}
-    return start.replace(**learned), run
+    learned = learned_factors(start)  # read back from Pyro's param store; detached, as plain tensors
+    return learned.replace(**{name: getattr(learned, name).detach() for name in Globals.__dataclass_fields__}), run

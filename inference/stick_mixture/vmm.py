@@ -599,9 +599,9 @@ def _merge(assignments, cluster_terms, stick_terms, evaluate, value, tries: int 
     kept[rows, k] = False
     singles = base + (merged_terms - terms[j] - terms[k]) + stick_terms(alone[kept].view(len(pairs), -1))
     gains = sorted(zip(singles.tolist(), range(len(pairs))), reverse=True)
-    chosen, used = [], set()
+    chosen, used, pair_list = [], set(), pairs.tolist()  # one host sync, not one a candidate
     for gain, p in gains:
-        a, b = pairs[p].tolist()
+        a, b = pair_list[p]
         if gain <= best or a in used or b in used:
             continue
         trial = objective(chosen + [p])
