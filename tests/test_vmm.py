@@ -161,14 +161,14 @@ def test_with_births_a_pitman_yor_discount_keeps_more_small_clusters():
     assert kept[0.0] < kept[0.5] < truth
 
 
-def test_an_over_segmented_start_ends_at_the_true_number_of_clusters():
+def test_an_over_segmented_start_ends_at_the_true_number_of_clusters(random_state):
     """Ten clusters with random covariances (3,000 x 5) and a K-means start at truncation 100: the
     default learner (full covariances, merges and births) ends with the ten."""
     rng = np.random.default_rng(0)
     centres, z = rng.normal(0, 4, size=(10, 5)), rng.integers(0, 10, 3000)
     shapes = rng.normal(size=(10, 5, 5)) * 0.4 + np.eye(5)
     x = centres[z] + np.einsum("nij,nj->ni", shapes[z], rng.normal(size=(3000, 5)))
-    est = DPGMM(truncation=100, random_state=0).fit(x)
+    est = DPGMM(truncation=100, random_state=random_state).fit(x)
     assert abs(est.n_clusters_ - 10) <= 1 and nmi(z, est.predict(x)) > 0.95
 
 
@@ -185,10 +185,10 @@ def test_pruning_keeps_clusters_sorted_by_size_and_drops_empty_ones():
 
 
 @pytest.mark.parametrize("inference", ["vmm", "vi"])
-def test_recovers_six_clusters_drawn_from_the_model(model_draw, inference):
+def test_recovers_six_clusters_drawn_from_the_model(model_draw, inference, random_state):
     X, z, means = model_draw
     # run to convergence (tol 1e-7): vi's default tol stops its last Adam steps some 0.03 short
-    est = DPGMM(truncation=20, inference=inference, tol=1e-7, random_state=0).fit(X)
+    est = DPGMM(truncation=20, inference=inference, tol=1e-7, random_state=random_state).fit(X)
     assert est.n_clusters_ == 6
     assert nmi(z, est.predict(X)) > 0.99
     # the fitted means are the posterior mode given the true assignments under the model's prior
@@ -231,3 +231,34 @@ def test_birth_candidates_take_each_clusters_members_in_row_order():
                 assert bool((labels[rows] == cluster).all()) and bool((rows.diff() > 0).all())
                 divided += 1
     assert divided >= 3
+
+
+@pytest.mark.parametrize("hard", [True, False], ids=["hard", "soft"])
+@pytest.mark.parametrize("batch_size", [None, 10_000], ids=["batch", "memoized"])
+def test_a_cluster_of_the_far_tails_is_deleted(hard, batch_size, monkeypatch):
+    """Three 1-D clusters of 10,000 rows and a fourth of their rows beyond 3 sd: every learner ends
+    at the three, the bound rising throughout. The memoized soft learner (the default's on more than
+    50,000 rows) stays at four without deletes: each step 1 leaves the tails' responsibilities where
+    they are, and no merge pays (it widens a large cluster for all of them); a delete hands each row
+    to its best other cluster."""
+    import bnpzoo.inference.stick_mixture.vmm as vmm
+
+    rng = np.random.default_rng(0)
+    z = np.repeat([0, 1, 2], 10_000)
+    centres = np.array([-10.0, 0.0, 10.0])
+    x = torch.as_tensor(centres[z] + rng.normal(size=z.size))[:, None]
+    labels = torch.as_tensor(np.where(np.abs(x[:, 0].numpy() - centres[z]) > 3, 3, z))
+    family = gaussian_family("full")
+    prior = ComponentPrior(mean=x.mean(0), mean_precision=1.0, covariance=x.var(0)[None], dof=1.0)
+
+    def fit():
+        return fit_vmm(x, labels, 50, family=family, prior=prior, hard=hard, merge_moves=True, max_iter=200,
+                       batch_size=batch_size)
+
+    deleted = fit()
+    assert deleted.means.shape[0] == 3 and deleted.converged
+    _monotone(deleted)
+    if not hard and batch_size is not None:
+        monkeypatch.setattr(vmm, "_delete", lambda *args, **kwargs: None)
+        kept = fit()
+        assert kept.means.shape[0] == 4 and kept.objective_trace[-1] < deleted.objective_trace[-1]

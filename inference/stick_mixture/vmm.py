@@ -45,6 +45,11 @@ made; once the assignments settle, the best three candidates are also checked wi
 Every accepted merge raises the objective, so the trace stays monotone. Without them, a learned
 spread leaves one Gaussian cloud in 3 to 50 pieces (``benchmarks/reports/families.md``).
 
+Delete moves (with the merges). Once the assignments settle, the two smallest clusters that own
+a row are each removed in turn and every row assigned again without it, one pass each (``_delete``);
+the first removal that raises the memoized bound is kept. They undo what no merge can: a small wide
+cluster of the far tails of several true ones, whose rows a merge would hand to one of them whole.
+
 Memoized passes (``batch_size`` below N; Hughes and Sudderth, NeurIPS 2013). The pass visits
 consecutive batches of rows, keeps each batch's statistics from its last visit, and after each
 batch replaces that batch's old statistics in the totals by its new ones and re-estimates q and the
@@ -241,10 +246,10 @@ def expectation(x, family, q, point, prior, sticks, hard: bool, labels=None,
         new_labels[rows] = scores.argmax(1)
         if hard:
             old = labels[rows]
-            value += scores.gather(1, old.clamp_min(0)[:, None]).squeeze(1).masked_fill(old < 0, 0).sum()
+            value += scores.gather(1, old.clamp_min(0)[:, None]).squeeze(1).masked_fill(old < 0, 0).double().sum()
             part = family.label_statistics(block, new_labels[rows], k, prior)
         else:
-            value += torch.logsumexp(scores, 1).sum()
+            value += torch.logsumexp(scores, 1).double().sum()
             part = family.statistics(block, resp, prior)
         stats = part if stats is None else family.add(stats, part)
     if merges:
@@ -304,6 +309,7 @@ def prior_terms(means, sticks, variances, *, std, alpha, discount=0.0, prior_mea
 
 
 BIRTH_SAMPLE = 2000  # a larger cluster's pieces: k-means on this many of its rows, then every row to the nearest
+DELETE_TRIES = 2  # the smallest clusters tried for deletion, with a pass each, once the assignments settle
 
 
 def birth_candidates(x, assignments, family, prior, seed: int, responsibilities=None):
@@ -491,13 +497,22 @@ def _phase(x, assignments, fit, bar, *, family, prior, sticks_prior, n_clusters,
         q, point, sticks = estimate(assignments.stats)
         pairs = assignments.merge_candidates() if merges else None
         if batches is not None:
-            entropy = assignments.entropy if assignments.entropy is not None else torch.zeros_like(assignments.counts)
-            value = rows_term + float(cluster_terms(assignments.stats, entropy).sum() + stick_terms(assignments.counts))
+            value = rows_term + memoized(assignments)
             return (q, point, sticks.to(x.dtype)), memoized_expectation(x, batches, family, prior, assignments,
                                                                         estimate, hard, pairs), value
         data_term, new = expectation(x, family, q, point, prior, sticks, hard, assignments.labels, pairs)
         value = data_term + stick_log_prior(sticks, **sticks_prior, n_sticks=n_clusters - 1) - family.kl(q, prior).sum()
         return (q, point, sticks.to(x.dtype)), new, value.item()
+
+    def memoized(assignments):  # the memoized bound of the statistics, less the rows' own terms (``rows_term``)
+        entropy = assignments.entropy if assignments.entropy is not None else torch.zeros_like(assignments.counts)
+        return float(cluster_terms(assignments.stats, entropy).sum() + stick_terms(assignments.counts))
+
+    def without(assignments, cluster):  # step 1, every row assigned again under the other clusters' factors
+        k = assignments.counts.numel()
+        rest = assignments.select(torch.cat([torch.arange(cluster), torch.arange(cluster + 1, k)]).to(x.device))
+        q, point, sticks = estimate(rest.stats)
+        return expectation(x, family, q, point, prior, sticks, hard, rest.labels)[1]
 
     def cluster_terms(stats, entropy):  # the memoized bound's terms of each cluster (its statistics alone)
         q = family.natural(stats, prior)
@@ -548,6 +563,10 @@ def _phase(x, assignments, fit, bar, *, family, prior, sticks_prior, n_clusters,
                             value, tries=3 if converged else 0)
             if merged:
                 assignments, converged = merged, False
+        if merges and converged:  # deletes once settled, a pass each
+            deleted = _delete(assignments, without, memoized)
+            if deleted:
+                assignments, converged = deleted, False
         if converged:
             return assignments, True
 
@@ -613,5 +632,31 @@ def _merge(assignments, cluster_terms, stick_terms, evaluate, value, tries: int 
     for _, p in gains[:tries]:
         proposal = assignments.merge([p])
         if evaluate(proposal) > value:
+            return proposal
+    return None
+
+
+def _delete(assignments, without, objective, tries: int = DELETE_TRIES):
+    """Delete moves (Hughes, Kim and Sudderth, "Reliable and scalable variational inference for the
+    hierarchical Dirichlet process", AISTATS 2015, in a simple form): a cluster that owns a row is
+    removed and every row's assignment made again without it (``without(assignments, cluster)``: one
+    pass of step 1 under the other clusters' factors and sticks), and the proposal is kept when it
+    raises the memoized ``objective`` (of the statistics, entropies included). A merge hands a
+    cluster's rows to one other cluster whole, so it cannot undo a small wide cluster that collects
+    the far tails of several true ones (17 rows beside three 1-D clusters of 33,000, at an objective
+    13 nats below the three alone, ``benchmarks/reports/seeds.md``): every step 1 keeps its rows
+    where they are, and every merge widens a large cluster for them. Tried on the ``tries`` smallest
+    such clusters in turn, a pass each; returns the first proposal kept, or None. The next
+    iteration's objective is at least the proposal's memoized one (it maximises q and the sticks
+    for these assignments), so the trace stays monotone."""
+    current = objective(assignments)
+    counts, labels = assignments.counts, assignments.labels
+    # the clusters that own a row (its most responsible cluster, as ``n_clusters_`` counts them)
+    owners = counts > 0 if labels is None else torch.bincount(labels[labels >= 0], minlength=counts.numel()) > 0
+    order = torch.argsort(counts, stable=True)
+    held = order[owners[order]]
+    for cluster in held[:tries if len(held) > 1 else 0].tolist():
+        proposal = without(assignments, cluster)
+        if objective(proposal) > current:
             return proposal
     return None
