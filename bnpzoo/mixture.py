@@ -23,6 +23,7 @@ for the Laplace) and K for the logit sticks: g of a cluster of weight pi_k is ab
 
 import inspect
 import time
+import warnings
 
 import numpy as np
 import pyro
@@ -34,7 +35,7 @@ from bnpzoo.caller_state import keeps_caller_state
 from bnpzoo.families import ComponentPrior, TracedFamily
 from bnpzoo.inference import data_parallel
 from bnpzoo.inference.kmeans import kmeans, nearest_centres
-from bnpzoo.inference.stick_mixture.sticks import sort_by_size
+from bnpzoo.inference.stick_mixture.sticks import expected_clusters, sort_by_size, truncation_tail
 from bnpzoo.inference.stick_mixture.vmm import fit_vmm, prior_terms
 from bnpzoo.mapped import centred_gram, column_sums, passes, take
 from bnpzoo.inference.stick_mixture.session import GENERIC, LEARNERS, StochasticSession, check_closed_form
@@ -141,7 +142,8 @@ SHARED_PARAMETERS = """
 
     ``partial_fit(X)`` (the papers' learners): one pass of minibatch steps over X, resuming the previous
     call's parameters and optimizer state; each batch stands in for the data set (N = len(X)). X may
-    be a stream of batches (a generator, a DataLoader): one such pass per batch.
+    be a stream of batches (a generator, a DataLoader): one such pass per batch. The stream keeps
+    its first fit's precision and device (after ``load`` too): later batches are converted to them.
 """
 FITTED = ("means_", "components_", "sticks_", "weights_", "n_clusters_", "scale_", "elbo_trace_", "phase_starts_",
           "converged_", "n_iter_", "counts_", "n_features_in_", "fit_seconds_", "mean_scale_", "stick_concentration_",
@@ -176,6 +178,7 @@ class StickMixture(MixtureEstimator):
         if self.random_state is not None:
             pyro.set_rng_seed(int(self.random_state) + data_parallel.rank(group))
         self._resolve(x)
+        self._check_truncation(x.shape[0])
         family = self._family()
         if self.inference == "vmm":
             check_closed_form("vmm", "vmm", family)
@@ -211,7 +214,9 @@ class StickMixture(MixtureEstimator):
     def partial_fit(self, X, y=None):
         """One pass of minibatch steps over the batch X, resuming the last call; or, for a stream of
         batches (any iterable of arrays that is not an array itself: a generator, a DataLoader), one
-        such call per batch. Returns self."""
+        such call per batch. Returns self. A stream keeps the precision and device of its first fit
+        (a loaded one's too): later batches are converted to them, so float32 rows continue a
+        float64 model in float64."""
         if is_stream(X):
             batches = 0
             for batches, batch in enumerate(X, 1):
@@ -238,6 +243,7 @@ class StickMixture(MixtureEstimator):
             pyro.set_rng_seed(int(self.random_state) + data_parallel.rank(group))
         if fitted is None:
             self._resolve(x)
+            self._check_truncation(x.shape[0])
         passes_here = -(-x.shape[0] // self._batch_size(x.shape[0]))
         run = self._run_session(x, int(data_parallel.largest(passes_here, group)), start)
         point, sticks, scale = self._session.estimates
@@ -264,6 +270,22 @@ class StickMixture(MixtureEstimator):
 
     def _resolve(self, x) -> None:
         """Settle what depends on the data's shape before the fit (``DPGMM``: the covariance)."""
+
+    def _check_truncation(self, n: int) -> None:
+        """Warn where the truncated stick prior asks for one cluster: an alpha so large for the
+        truncation K that the prior leaves most of its weight to the K-th cluster (``truncation_tail``),
+        which every learner then fills. A truncation far above the rows is honoured as it is (the
+        start has at most one cluster for two rows, and the prior beyond them is exact)."""
+        prior = self._stick_prior()
+        if prior.get("alpha") is None or self.truncation < 2:  # MixtureSVI's programs hold their own; one cluster asked
+            return
+        tail = truncation_tail(self.truncation, **prior)
+        if tail > 0.5:
+            warnings.warn(f"alpha={prior['alpha']:g} is large for truncation={self.truncation}: the truncated prior "
+                          f"gives its last cluster {tail:.0%} of the weight on average (without the truncation it "
+                          f"expects about {expected_clusters(n, **prior):.0f} clusters among these {n} rows), so the "
+                          "fit may put every row in one cluster; raise truncation or lower alpha", UserWarning,
+                          stacklevel=5)  # the caller of fit (through keeps_caller_state and fit_threads)
 
     def _component_prior(self, x, prior_mean, std) -> ComponentPrior:
         """The clusters' prior: locations centred on the data's mean with ``prior_precision``

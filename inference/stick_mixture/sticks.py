@@ -83,3 +83,23 @@ def reorder_and_prune(counts: torch.Tensor, alpha: float, threshold: float, disc
     keep = (counts[order] > 0) & (sticks >= threshold)
     keep[0] = True
     return order[keep]
+
+
+def truncation_tail(n_clusters: int, alpha: float, discount: float = 0.0) -> float:
+    """The prior's expected weight left for the last of ``n_clusters`` clusters, E[prod_{k<K} (1 - v_k)]
+    = prod_{k<K} (b_k / (a_k + b_k)) (the sticks are independent, v_k ~ Beta(a_k, b_k)): what the
+    truncation gives its last cluster of the mass that the untruncated process spreads over the
+    clusters beyond it. Near 1 (alpha far above K), the truncated prior asks for one cluster."""
+    a, b = stick_parameters(n_clusters - 1, alpha, discount, like=torch.empty(0, dtype=torch.float64))
+    return float(torch.log(b / (a + b)).sum().exp())
+
+
+def expected_clusters(n: int, alpha: float, discount: float = 0.0) -> float:
+    """The untruncated prior's expected number of clusters among n samples: sum_{i<n} alpha /
+    (alpha + i) for the DP; for Pitman-Yor, (Gamma(alpha + d + n) / Gamma(alpha + d) / Gamma(alpha + n)
+    * Gamma(alpha + 1) - 1) * alpha / d (Pitman 2006, eq. 3.13 in the (alpha, d) form)."""
+    if discount == 0:
+        return float((alpha / (alpha + torch.arange(n, dtype=torch.float64))).sum())
+    alpha_, d = torch.tensor(alpha, dtype=torch.float64), discount
+    ratio = torch.lgamma(alpha_ + d + n) - torch.lgamma(alpha_ + d) - torch.lgamma(alpha_ + n) + torch.lgamma(alpha_ + 1)
+    return float((ratio.exp() - 1) * alpha_ / d)
