@@ -3,7 +3,7 @@
 ``Estimator``: parameters (``_parameter_constraints``, one place for allowed values, checked when
 ``fit`` starts), their checks, save/load of the tensors listed in ``_fitted_attributes`` and of
 the learner's state that resumes a stream (``_resume_state``, with the RNG states of
-``caller_state.get_rng_state``), and the work of a step that sets a fit's threads (``_step_work``,
+``ops.get_rng_state``), and the work of a step that sets a fit's threads (``_step_work``,
 ``bnpzoo.threads``).
 
 ``MixtureEstimator`` adds prediction, scoring and ArviZ for mixtures of numeric rows: a subclass
@@ -283,6 +283,9 @@ class Estimator:
         folder = Path(path).parent
         if not folder.is_dir():
             raise FileNotFoundError(f"cannot save to {path}: the folder {folder} does not exist")
+        if Path(path).is_dir():
+            raise IsADirectoryError(f"cannot save to {path}: it is a folder; give a file's path, such as "
+                                    f"{Path(path) / 'model.pt'}")
         names = (*self._fitted_attributes, *(["feature_names_in_"] if hasattr(self, "feature_names_in_") else []))
         state = {name: _to_cpu(self._fitted(name)) for name in names}
         params = {k: v for k, v in self.get_params().items() if k not in self._unsaved_params}

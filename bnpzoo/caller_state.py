@@ -19,21 +19,6 @@ import pyro
 import torch
 
 
-def get_rng_state() -> dict:
-    """torch's, Python's and numpy's generator states, numpy's as a tensor (a weights-only file): what
-    a resumable fit saves of where its stream stands. ``set_rng_state`` puts them back."""
-    kind, keys, position, has_gauss, cached = np.random.get_state()
-    return {"torch": torch.get_rng_state(), "random": random.getstate(),
-            "numpy": (kind, torch.from_numpy(keys.astype(np.int64)), position, has_gauss, cached)}
-
-
-def set_rng_state(state: dict) -> None:
-    kind, keys, position, has_gauss, cached = state["numpy"]
-    torch.set_rng_state(state["torch"].cpu())  # CPU generators' states, wherever a load mapped them
-    random.setstate(state["random"])
-    np.random.set_state((kind, keys.cpu().numpy().astype(np.uint32), position, has_gauss, cached))
-
-
 def _generators() -> dict:
     return {"torch": torch.get_rng_state(), "numpy": np.random.get_state(), "random": random.getstate(),
             "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None}

@@ -23,14 +23,14 @@ import torch
 
 from bnpzoo._validation import SEED, Interval, OneOf
 from bnpzoo.base import Estimator, offered_if
-from bnpzoo.caller_state import get_rng_state, keeps_caller_state, set_rng_state
+from bnpzoo.caller_state import keeps_caller_state
 from bnpzoo.inference.conjugate import expected_log_weights
 from bnpzoo.inference.hdp_gd.learner import Schedule, fit_batch, fit_online, online_pass
 from bnpzoo.inference.hdp_gd.svi import fit_svi
 from bnpzoo.inference.hdp_gd.updates import Globals, Observations, Prior, local_bound, local_step, saliency_mean, tables
 from bnpzoo.models.hdp_gd import model as shipped_program
-from bnpzoo.ops import (geometric_transform, log_remaining_mass, normalise_histograms, row_blocks,
-                        stick_breaking_log_weights)
+from bnpzoo.ops import (geometric_transform, get_rng_state, log_remaining_mass, normalise_histograms, row_blocks,
+                        set_rng_state, stick_breaking_log_weights)
 from bnpzoo.threads import fit_threads
 
 INFERENCE = ("vi", "online-vi", "svi")

@@ -1,10 +1,13 @@
-"""Tensor kernels shared by the models and the learners.
+"""Tensor kernels shared by the models and the learners, and the generator states a resumable
+learner saves (``get_rng_state``, ``set_rng_state``).
 
 Everything here is device- and dtype-agnostic and never builds an N x K x D tensor.
 """
 
 import math
+import random
 
+import numpy as np
 import torch
 
 
@@ -261,3 +264,18 @@ def normalise_histograms(h: torch.Tensor, floor: float) -> torch.Tensor:
     total = h.sum(-1, keepdim=True)
     c = torch.where(total > 0, floor * total / h.shape[-1], torch.full_like(total, floor))
     return torch.cat([h + c, c], -1) / (total + (h.shape[-1] + 1) * c)
+
+
+def get_rng_state() -> dict:
+    """torch's, Python's and numpy's generator states, numpy's as a tensor (a weights-only file): what
+    a resumable fit saves of where its stream stands. ``set_rng_state`` puts them back."""
+    kind, keys, position, has_gauss, cached = np.random.get_state()
+    return {"torch": torch.get_rng_state(), "random": random.getstate(),
+            "numpy": (kind, torch.from_numpy(keys.astype(np.int64)), position, has_gauss, cached)}
+
+
+def set_rng_state(state: dict) -> None:
+    kind, keys, position, has_gauss, cached = state["numpy"]
+    torch.set_rng_state(state["torch"].cpu())  # CPU generators' states, wherever a load mapped them
+    random.setstate(state["random"])
+    np.random.set_state((kind, keys.cpu().numpy().astype(np.uint32), position, has_gauss, cached))

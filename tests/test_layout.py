@@ -44,7 +44,8 @@ def _imports(path: Path) -> set:
 
 
 def test_no_learner_program_or_guide_imports_an_estimator_module():
-    estimators = _estimator_modules()
+    # caller_state is the estimators' guard of the caller's process: the learners' generator helpers are in ops
+    estimators = _estimator_modules() | {"bnpzoo.caller_state"}
     assert {"bnpzoo.mixture", "bnpzoo.hdp_gd", "bnpzoo.coupled_dp"} <= estimators  # the finder finds them
     wrong = [f"{path.relative_to(ROOT)} imports {name}"
              for folder in ("inference", "models", "guides") for path in sorted((ROOT / folder).rglob("*.py"))

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import torch
 
-from bnpzoo.caller_state import get_rng_state, set_rng_state
+from bnpzoo.ops import get_rng_state, set_rng_state
 
 FORMAT = "bnpzoo-chain-checkpoint-1"
 

@@ -22,7 +22,7 @@ import pyro
 import torch
 
 from bnpzoo import mapped
-from bnpzoo.caller_state import get_rng_state, set_rng_state
+from bnpzoo.ops import get_rng_state, set_rng_state
 from bnpzoo.guides import stick_mixture as guides
 from bnpzoo.families import ComponentPrior
 from bnpzoo.inference import data_parallel, optim as optimizers
