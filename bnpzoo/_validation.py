@@ -155,7 +155,13 @@ def batch_features(batch):
     return batch
 
 
-def _as_float(arr: np.ndarray, name: str) -> np.ndarray:
+def _column(X, index: int) -> str:
+    """A column by its index, and by its name where X has names (a pandas DataFrame)."""
+    names = getattr(X, "columns", None)
+    return f"column {index}" + (f" ({names[index]!r})" if names is not None and index < len(names) else "")
+
+
+def _as_float(arr: np.ndarray, name: str, X=None) -> np.ndarray:
     """An integer, boolean or object array as float64; a cell that is no number is named by its row
     and column (object arrays: pandas' mixed columns, lists with None or text)."""
     try:
@@ -166,7 +172,7 @@ def _as_float(arr: np.ndarray, name: str) -> np.ndarray:
                 try:
                     float(value)
                 except (TypeError, ValueError):
-                    raise type(err)(f"{name} must be a numeric array: row {row}, column {column} holds {value!r}, "
+                    raise type(err)(f"{name} must be a numeric array: row {row}, {_column(X, column)} holds {value!r}, "
                                     f"which is no number ({err}); drop or encode that column") from None
         raise type(err)(f"{name} must be a numeric array: {err}") from None
 
@@ -199,7 +205,7 @@ def check_array(X, *, name="X", dtype=torch.float32, device=None, n_features=Non
                              + (" (the real and imaginary parts as columns, if both matter)"
                                 if arr.dtype.kind == "c" else " (convert dates or durations to numbers first)"))
         if arr.dtype.kind != "f":
-            arr = _as_float(arr, name)
+            arr = _as_float(arr, name, X)
         native = arr.astype(arr.dtype.newbyteorder("="), copy=False)
         if any(stride < 0 for stride in native.strides):  # X[::-1]: torch takes no negative strides
             native = np.ascontiguousarray(native)
@@ -224,7 +230,7 @@ def check_array(X, *, name="X", dtype=torch.float32, device=None, n_features=Non
         bad = (~torch.isfinite(t)).nonzero()
         row, column = (int(i) for i in bad[0])
         kind = "NaN" if torch.isnan(t[row, column]) else "inf"
-        raise ValueError(f"{name} contains {kind}: row {row}, column {column}"
+        raise ValueError(f"{name} contains {kind}: row {row}, {_column(X, column)}"
                          + (f" and {len(bad) - 1} more entries" if len(bad) > 1 else "")
                          + "; drop or impute them first (the models take no missing values)")
     limit = SAFE_MAGNITUDE.get(dtype, float("inf"))

@@ -2,6 +2,7 @@
 
     bnpzoo fit MODEL --data DATA [--inference LEARNER] [--labels PATH] [--groups PATH] [--test-data PATH]
                      [--truncation K] [--iters N] [--batch-size M] [--seed S] [--device D] [model options] [--json]
+                     [--save PATH] [--labels-out PATH]
     bnpzoo compare --data DATA [--out DIR] [--json]
 
 Bad input or arguments: exit status 2 and one line on stderr, no traceback.
@@ -53,6 +54,8 @@ def _common(parser: Parser):
     parser.add_argument("--json", action="store_true", help="end with one JSON line of results")
     parser.add_argument("--save", metavar="PATH", help="save the fitted model (fit only; read it with the "
                         "estimator's load)")
+    parser.add_argument("--labels-out", metavar="PATH", help="write each row's cluster, one integer a line, "
+                        "aligned with the rows (fit only)")
     parser.add_argument("--verbose", action="store_true", help="progress bar")
 
 
@@ -164,7 +167,7 @@ def run_one(model: str, inference: str, dataset, args, options: dict, group=None
         "truncation": est.truncation, "perplexity": None, "seconds": round(est.fit_seconds_, 4),
         "iterations": est.n_iter_, "elbo": est.elbo_trace_[-1], "device": args.device or "cpu",
         "dtype": _fitted_dtype(est), "processes": data_parallel.size(group), **extra,
-        "_estimator": est,
+        "_estimator": est, "_labels": pred,
     }
 
 
@@ -246,10 +249,20 @@ def _writable(folder: Path, option: str) -> None:
         raise UsageError(f"{option} {folder}: cannot write there ({err.strerror or err})") from None
 
 
+def _writable_file(path: str, option: str) -> None:
+    """Check, before any fit, that ``path`` names a file (not a folder) in a folder that takes one."""
+    if Path(path).is_dir():
+        raise UsageError(f"{option} {path}: that is a folder; give a file's path, such as {Path(path) / 'out'}")
+    _writable(Path(path).parent, option)
+
+
 def cmd_fit(args, extra) -> None:
     options = _model_options(args.model, extra)
-    if args.save:
-        _writable(Path(args.save).parent, "--save")
+    for option, path in (("--save", args.save), ("--labels-out", args.labels_out)):
+        if path:
+            _writable_file(path, option)
+    if args.labels_out and MODELS[args.model].grouped:
+        raise UsageError(f"--labels-out writes each row's cluster: {args.model} clusters documents' words, not rows")
     args.inference = args.inference or MODELS[args.model].default_learner
     group = data_parallel.world_group(args.device) if data_parallel.launched() else None
     if group is not None and MODELS[args.model].grouped:
@@ -263,6 +276,8 @@ def cmd_fit(args, extra) -> None:
         return
     if args.save:
         record["_estimator"].save(args.save)
+    if args.labels_out:
+        np.savetxt(args.labels_out, record["_labels"], fmt="%d")
     if args.json:
         print(_json_line(_public(record)))
     elif MODELS[args.model].grouped:
@@ -300,8 +315,9 @@ def cmd_compare(args, extra) -> None:
         raise UsageError("bnpzoo compare runs in one process: start it without torchrun")
     if extra:
         raise UsageError(f"bnpzoo compare: unrecognized arguments: {' '.join(extra)}")
-    if args.save:
-        raise UsageError("bnpzoo compare fits many models: --save applies to bnpzoo fit")
+    for option, given in (("--save", args.save), ("--labels-out", args.labels_out)):
+        if given:
+            raise UsageError(f"bnpzoo compare fits many models: {option} applies to bnpzoo fit")
     out = Path(args.out)
     _writable(out, "--out")
     dataset, _ = _load(args, None)

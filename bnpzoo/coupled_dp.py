@@ -95,8 +95,9 @@ class CoupledDP(Estimator):
         held-out perplexity on every one (lee_background 1,120 against 1,793, head500 2,116
         against 2,754). Set False when a group is one topically pure unit (a bag of words).
     doc_concentration : b, how closely theta_d follows D_t (b -> infinity: the model without
-        documents). None: sampled, under Gamma(1, 1) (``inference.coupled.gibbs``,
-        ``update_doc_concentration``); ``doc_concentration_`` is its value in the kept state.
+        documents). The default, 1.0, stays fixed; None: sampled, under Gamma(1, 1)
+        (``inference.coupled.gibbs``, ``update_doc_concentration``); ``doc_concentration_`` is its
+        value in the kept state.
     split_merge : split-merge moves per group in each of the sampler's steps 3 and 6 (words only;
         ``inference.coupled.gibbs``): they carry a group's tokens between two atoms at once. On
         the topic-recovery test corpus they took recovery from 6 of 8 seeds to 8 of 8 in 80

@@ -10,12 +10,14 @@ import numpy as np  # noqa: E402
 MIN_WEIGHT = 1e-4  # weights below it (scikit-learn's BGM keeps every component) are left out
 
 
-def comparison_figure(records: list, dataset, path) -> None:
+def comparison_figure(records: list, dataset, path):
     """Three panels for every fit of ``bnpzoo compare``: its learner's objective (nats per sample;
     vmm's MAP objective, the SVI learners' bound on their evaluation minibatch) against wall time,
     NMI and ACC against the labels (horizontal bars, one row per fit, each with its value), and
     its cluster weights by rank. Series differ by colour (15), and past ten by marker too. Fits without
-    a bound trace (scikit-learn's BGM) appear in the last two."""
+    a bound trace (scikit-learn's BGM) appear in the last two. The legend counts the clusters that
+    hold a row under ``predict``, as the table's ``k_used`` (BGM keeps weights on clusters that hold
+    none). Returns the (closed) figure."""
     names = [f"{r['model']} / {r['inference']}" for r in records]
     # tab10's ten colours, then five dark ones of tab20b, each block with its own marker: no two
     # series look alike (compare runs 13)
@@ -54,7 +56,7 @@ def comparison_figure(records: list, dataset, path) -> None:
         w = np.sort(np.asarray(r["_estimator"].weights_))[::-1]
         w = w[w >= MIN_WEIGHT]
         axes[2].plot(np.arange(1, w.size + 1), w, "-", marker=m, ms=3, color=colour,
-                     label=f"{name} ({r['seconds']:.2f} s, {w.size} clusters)")
+                     label=f"{name} ({r['seconds']:.2f} s, {r['k_used']} clusters used)")
     axes[2].set(yscale="log", xlabel="cluster, by weight", ylabel="weight",
                 title=f"cluster weights (those above {MIN_WEIGHT:g})")
     axes[2].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0), frameon=False)
@@ -62,3 +64,4 @@ def comparison_figure(records: list, dataset, path) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=110, bbox_inches="tight")
     plt.close(fig)
+    return fig

@@ -65,7 +65,11 @@ def test_fit_with_a_stochastic_learner_and_its_options(capsys):
     assert record["inference"] == "sga-fisher" and record["nmi"] > 0.95 and record["k_used"] == 5
 
 
-def test_compare_prints_a_table_and_writes_a_figure(tmp_path, capsys):
+def test_compare_prints_a_table_and_writes_a_figure(tmp_path, capsys, monkeypatch):
+    import bnpzoo.plots
+
+    figures, draw = [], bnpzoo.plots.comparison_figure
+    monkeypatch.setattr(bnpzoo.plots, "comparison_figure", lambda *args: figures.append(draw(*args)))
     assert main(["compare", "--data", "blobs:n=400,d=2,k=3", "--iters", "100", "--out", str(tmp_path), "--json"]) == 0
     captured = capsys.readouterr()
     assert "vmm" in captured.out and "vi" in captured.out and "sklearn-bgm" in captured.out  # the reference row
@@ -74,6 +78,21 @@ def test_compare_prints_a_table_and_writes_a_figure(tmp_path, capsys):
     assert len(progress) == len(records) == captured.out.count("\n") - 4  # rows: minus title, header, figure, JSON
     assert all(FIELDS <= record.keys() for record in records)
     assert (tmp_path / "compare-blobs.png").stat().st_size > 10_000
+    # the figure's legend counts the clusters as the table does (BGM keeps weight on unused ones)
+    legend = [text.get_text() for text in figures[0].axes[2].get_legend().get_texts()]
+    assert [f"{r['k_used']} clusters used" in line for r, line in zip(records, legend)] == [True] * len(records)
+
+
+def test_fit_writes_each_rows_cluster(tmp_path, capsys):
+    out = tmp_path / "clusters.txt"
+    assert main(["fit", "dp-gmm", "--data", "blobs:n=300,d=2,k=3", "--labels-out", str(out), "--json"]) == 0
+    record = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    labels = np.loadtxt(out, dtype=int)
+    assert labels.shape == (300,) and len(np.unique(labels)) == record["k_used"] == 3
+    from bnpzoo.data import load
+    from bnpzoo.metrics import nmi
+
+    assert nmi(load("blobs:n=300,d=2,k=3").labels, labels) == pytest.approx(record["nmi"], abs=1e-4)
 
 
 @pytest.mark.parametrize("argv, message", [
@@ -86,6 +105,9 @@ def test_compare_prints_a_table_and_writes_a_figure(tmp_path, capsys):
     (["fit", "dp-gmm", "--data", "hdp-gd", "--groups", "g.txt"], "dp-gmm takes no groups: --groups applies to hdp-gd"),
     (["compare", "--data", "blobs:n=100", "--out", "/proc/none"], "--out /proc/none: cannot write there"),
     (["fit", "dp-gmm", "--data", "blobs:n=100", "--save", "/proc/none/m.pt"], "--save /proc/none: cannot write"),
+    (["fit", "dp-gmm", "--data", "blobs:n=100", "--save", "/tmp"], "--save /tmp: that is a folder"),
+    (["fit", "dp-gmm", "--data", "blobs:n=100", "--labels-out", "/tmp"], "--labels-out /tmp: that is a folder"),
+    (["compare", "--data", "blobs:n=100", "--labels-out", "c.txt"], "--labels-out applies to bnpzoo fit"),
 ])
 def test_bad_arguments_exit_2_with_one_line(argv, message, capsys):
     assert main(argv) == 2

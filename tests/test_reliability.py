@@ -6,6 +6,7 @@ import json
 import pickle
 import subprocess
 import sys
+import warnings
 
 import numpy as np
 import pytest
@@ -75,6 +76,55 @@ def test_save_to_a_missing_folder_names_the_folder(tmp_path):
     est = DPGMM(max_iter=5, random_state=0).fit(X)
     with pytest.raises(FileNotFoundError, match="missing"):
         est.save(tmp_path / "missing" / "m.pt")
+
+
+def test_save_onto_a_folder_says_it_is_a_folder(tmp_path):
+    est = DPGMM(max_iter=5, random_state=0).fit(X)
+    with pytest.raises(IsADirectoryError, match="it is a folder.*model.pt"):
+        est.save(tmp_path)
+
+
+def test_partial_fit_after_load_keeps_the_fitted_precision(tmp_path):
+    """The rule: a stream keeps its first batch's precision and device; later batches are converted."""
+    est = DPGMM(inference="natgrad-svi", dtype="float64", random_state=0).fit(X.astype(np.float64))
+    est.save(tmp_path / "m.pt")
+    back = DPGMM.load(tmp_path / "m.pt").partial_fit(X[:100].astype(np.float32))
+    assert back.tensors_["means_"].dtype == torch.float64 and back.means_.dtype == np.float64
+    assert back.predict_proba(X.astype(np.float32)).dtype == np.float64
+
+
+TWO_BLOBS = np.vstack([RNG.normal(0, 1, (150, 2)), RNG.normal(10, 1, (150, 2))]).astype(np.float32)
+
+
+@pytest.mark.parametrize("estimator, inference", [(DPGMM, name) for name in ("vmm", "vi", *STOCHASTIC)]
+                         + [(PYPGGM, None)])
+def test_an_alpha_that_asks_for_one_cluster_says_so(estimator, inference):
+    """alpha = 1e6 over 50 clusters: the truncated prior leaves its last cluster nearly all the
+    weight, so one cluster honours it; the fit warns with the reason, or finds both blobs."""
+    options = {} if inference is None else {"inference": inference}
+    with pytest.warns(UserWarning, match="alpha=1e\\+06 is large for truncation=50.*last cluster 100%.*about 300 "
+                                         "clusters among these 300 rows"):
+        est = estimator(alpha=1e6, max_iter=100, random_state=0, **options)
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", "the bound fell")  # a step's overshoot, said by its own warning
+            est.fit(TWO_BLOBS)
+    assert est.n_clusters_ >= 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no warning where the truncation holds the prior's clusters
+        estimator(alpha=1e6, truncation=1_000_000, max_iter=20, random_state=0, **options)._check_truncation(300)
+        estimator(alpha=10.0, max_iter=20, random_state=0, **options)._check_truncation(300)
+
+
+@pytest.mark.parametrize("inference", ["vmm", "vi", "sga", "natgrad-svi"])
+def test_a_truncation_far_above_the_rows_is_honoured(inference):
+    """The start has at most one cluster for two rows, and the prior beyond them is exact: the fit is
+    the default truncation's (two blobs, for vmm)."""
+    from bnpzoo.metrics import nmi
+
+    rows = TWO_BLOBS[::5]
+    est, usual = (DPGMM(inference=inference, truncation=t, random_state=0).fit(rows) for t in (100_000, 50))
+    assert est.n_clusters_ == usual.n_clusters_ and nmi(usual.predict(TWO_BLOBS), est.predict(TWO_BLOBS)) > 0.99
+    assert inference != "vmm" or est.n_clusters_ == 2
 
 
 def test_one_atom_truncations_of_hdp_gd_are_refused_by_name():

@@ -67,9 +67,12 @@ def test_a_pipeline_fit_predicts_a_dataframe_and_keeps_its_column_names():
         est.predict(frame.to_numpy())
 
 
-def test_a_dataframe_with_a_text_column_names_its_row_and_column():
+def test_a_dataframe_with_a_text_or_missing_cell_names_its_row_and_column():
     frame = pd.DataFrame({"a": [1.0, 2.0, 3.0], "b": ["x", "y", "z"]})
-    with pytest.raises(ValueError, match="row 0, column 1 holds 'x'"):
+    with pytest.raises(ValueError, match=r"row 0, column 1 \('b'\) holds 'x'"):
+        DPGMM().fit(frame)
+    frame["b"] = [1.0, np.nan, 3.0]
+    with pytest.raises(ValueError, match=r"contains NaN: row 1, column 1 \('b'\)"):
         DPGMM().fit(frame)
 
 
