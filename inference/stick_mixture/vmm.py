@@ -45,7 +45,7 @@ made; once the assignments settle, the best three candidates are also checked wi
 Every accepted merge raises the objective, so the trace stays monotone. Without them, a learned
 spread leaves one Gaussian cloud in 3 to 50 pieces (``benchmarks/reports/families.md``).
 
-Delete moves (with the merges). Once the assignments settle, the two smallest clusters that own
+Delete moves (with the merges). Once the assignments settle, the two smallest clusters that hold
 a row are each removed in turn and every row assigned again without it, one pass each (``_delete``);
 the first removal that raises the memoized bound is kept. They undo what no merge can: a small wide
 cluster of the far tails of several true ones, whose rows a merge would hand to one of them whole.
@@ -638,7 +638,7 @@ def _merge(assignments, cluster_terms, stick_terms, evaluate, value, tries: int 
 
 def _delete(assignments, without, objective, tries: int = DELETE_TRIES):
     """Delete moves (Hughes, Kim and Sudderth, "Reliable and scalable variational inference for the
-    hierarchical Dirichlet process", AISTATS 2015, in a simple form): a cluster that owns a row is
+    hierarchical Dirichlet process", AISTATS 2015, in a simple form): a cluster that holds a row is
     removed and every row's assignment made again without it (``without(assignments, cluster)``: one
     pass of step 1 under the other clusters' factors and sticks), and the proposal is kept when it
     raises the memoized ``objective`` (of the statistics, entropies included). A merge hands a
@@ -651,10 +651,13 @@ def _delete(assignments, without, objective, tries: int = DELETE_TRIES):
     for these assignments), so the trace stays monotone."""
     current = objective(assignments)
     counts, labels = assignments.counts, assignments.labels
-    # the clusters that own a row (its most responsible cluster, as ``n_clusters_`` counts them)
-    owners = counts > 0 if labels is None else torch.bincount(labels[labels >= 0], minlength=counts.numel()) > 0
+    # the clusters that hold a row: a row's worth of responsibility, or some row's most responsible
+    # cluster (empty ones are step 2's, and a try each would only spend the passes)
+    held = counts >= 1
+    if labels is not None:
+        held |= torch.bincount(labels[labels >= 0], minlength=counts.numel()) > 0
     order = torch.argsort(counts, stable=True)
-    held = order[owners[order]]
+    held = order[held[order]]
     for cluster in held[:tries if len(held) > 1 else 0].tolist():
         proposal = without(assignments, cluster)
         if objective(proposal) > current:
