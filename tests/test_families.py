@@ -162,7 +162,7 @@ def _drawn_from_the_program(covariance, seed, n=2400, d=3):
 
 
 @pytest.mark.parametrize("covariance", LEARNED)
-def test_recovers_clusters_and_covariances_drawn_from_the_program(covariance):
+def test_recovers_clusters_and_covariances_drawn_from_the_program(covariance, random_state):
     """Four clusters of about 600 rows: all found, each fitted covariance equal to the conjugate
     posterior's given the true assignments (to 2%), and within the truth's sampling error plus the
     prior's known pull: a variance's relative sampling error is sqrt(2 / 600) = 0.06, so 0.25 is
@@ -170,7 +170,7 @@ def test_recovers_clusters_and_covariances_drawn_from_the_program(covariance):
     m0)(xbar - m0)^T) / (nu0 + N) (m0 the data mean: far clusters are widened most)."""
     for seed in range(2):
         x, z, covariances = _drawn_from_the_program(covariance, seed)
-        est = DPGMM(covariance=covariance, truncation=20, random_state=seed).fit(x)
+        est = DPGMM(covariance=covariance, truncation=20, random_state=random_state + seed).fit(x)
         labels = est.predict(x)
         assert est.n_clusters_ == 4 and nmi(z, labels) > 0.99
         xt = torch.as_tensor(x, dtype=torch.float64)
@@ -345,7 +345,7 @@ def test_a_natural_gradient_step_of_one_on_the_full_batch_is_the_batch_update(co
         torch.testing.assert_close(seen["after"][name], value.to(seen["after"][name].dtype), rtol=1e-10, atol=1e-10)
 
 
-def test_binary_clusters_drawn_from_the_bernoulli_program_are_recovered():
+def test_binary_clusters_drawn_from_the_bernoulli_program_are_recovered(random_state):
     """Five clusters of about 600 rows: all found, the rows labelled as well as the true parameters
     label them (to 0.01 of that NMI), and each probability within 0.08 of the truth (a proportion's
     sampling error is at most sqrt(0.25 / 600) = 0.02: four standard errors; the prior's pull,
@@ -354,7 +354,7 @@ def test_binary_clusters_drawn_from_the_bernoulli_program_are_recovered():
 
     for seed in range(2):
         x, z, probs = _binary_clusters(seed)
-        est = DPBMM(random_state=seed).fit(x)
+        est = DPBMM(random_state=random_state + seed).fit(x)
         labels = est.predict(x)
         best = bernoulli_log_density(torch.as_tensor(x), probs).argmax(1).numpy()  # equal weights
         assert est.n_clusters_ == 5 and nmi(z, labels) > nmi(z, best) - 0.01

@@ -32,10 +32,13 @@ def _student_t_data():
 
 
 @pytest.mark.parametrize("inference", GENERIC)
-def test_a_copied_and_edited_program_fits_with_every_generic_learner(inference):
+def test_a_copied_and_edited_program_fits_with_every_generic_learner(inference, random_state):
     X, z = _student_t_data()
-    est = MixtureSVI(model=student_t_model, inference=inference, truncation=15, max_iter=300, random_state=0).fit(X)
-    assert est.n_clusters_ == 4 and nmi(z, est.predict(X)) > 0.85
+    est = MixtureSVI(model=student_t_model, inference=inference, truncation=15, max_iter=300,
+                     random_state=random_state).fit(X)
+    # the four carry the data; the SVI learners have no move that closes a cluster of a few of the
+    # t's outliers, which one start in ten leaves (svmm, random_state 5: a fifth of weight 0.008)
+    assert np.sort(est.weights_)[::-1][:4].sum() > 0.98 and nmi(z, est.predict(X)) > 0.85
     assert np.isfinite(est.elbo_trace_).all() and np.isfinite(est.score(X))
     assert est.model_kwargs_["sigma"].shape == (2,)  # the data-driven scale was handed to the program
 
