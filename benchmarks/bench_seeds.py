@@ -1,9 +1,10 @@
 """The default DPGMM over random_states, with and without delete moves
-(``inference.stick_mixture.vmm._delete``): clusters and NMI for random_state 0 to S - 1 on the labelled tables of ``bench_moves.py``
-and seven of its own (palmerpenguins' species, openintro's bdims by sex, MASS Cars93 by type, ISLR
-Auto by origin, MASS Pima.te by type and cats by sex, DAAG cuckoos by host species), and
-on generated cases (three 1-D clusters of 100,000 rows, rotated elongated clouds, one cloud,
-two blobs of spreads 0.1 and 5). "without" patches the move out of the learner for the run.
+(``inference.stick_mixture.vmm._delete``): clusters and NMI for random_state 0 to S - 1 on the
+labelled tables of ``bench_moves.py`` and seven of its own (palmerpenguins' species, openintro's
+bdims by sex, MASS Cars93 by type, ISLR Auto by origin, MASS Pima.te by type and cats by sex, DAAG
+cuckoos by host species), and on generated cases (three 1-D clusters of 100,000 rows, rotated
+elongated clouds, one cloud, two blobs of spreads 0.1 and 5). "without" patches the move out of
+the learner for the run.
 ``--shuffle`` fits random_state s on the rows in the order of permutation s: every sum in another
 order, as another processor or thread count would round it. ``--data-seed`` draws the generated
 cases anew. ``--threads 1,2`` fits each random_state once a thread count (``BNPZOO_THREADS``) and

@@ -277,7 +277,7 @@ class StickMixture(MixtureEstimator):
         which every learner then fills. A truncation far above the rows is honoured as it is (the
         start has at most one cluster for two rows, and the prior beyond them is exact)."""
         prior = self._stick_prior()
-        if prior.get("alpha") is None or self.truncation < 2:  # MixtureSVI's programs hold their own; one cluster asked
+        if prior.get("alpha") is None or self.truncation < 2:  # MixtureSVI's programs hold their own
             return
         tail = truncation_tail(self.truncation, **prior)
         if tail > 0.5:

@@ -262,3 +262,21 @@ def test_a_cluster_of_the_far_tails_is_deleted(hard, batch_size, monkeypatch):
         monkeypatch.setattr(vmm, "_delete", lambda *args, **kwargs: None)
         kept = fit()
         assert kept.means.shape[0] == 4 and kept.objective_trace[-1] < deleted.objective_trace[-1]
+
+
+@pytest.mark.parametrize("alpha, discount", [(1.0, 0.0), (5.0, 0.0), (1.0, 0.5), (0.3, 0.25), (-0.2, 0.5)])
+def test_the_expected_number_of_clusters_is_the_restaurants(alpha, discount):
+    """``expected_clusters`` against 4,000 simulated Pitman-Yor restaurants of 60 customers (a new
+    table with probability (alpha + d T) / (alpha + i)), to four standard errors; and
+    ``truncation_tail`` against the sticks' own draws."""
+    from bnpzoo.inference.stick_mixture.sticks import expected_clusters, truncation_tail
+
+    rng = np.random.default_rng(0)
+    tables = np.ones(4000)
+    for i in range(1, 60):
+        tables += rng.random(4000) < (alpha + discount * tables) / (alpha + i)
+    assert abs(expected_clusters(60, alpha, discount) - tables.mean()) < 4 * tables.std() / np.sqrt(4000)
+    k = np.arange(1, 10)
+    v = rng.beta(1 - discount, alpha + k * discount, size=(20000, 9))
+    rest = np.prod(1 - v, axis=1)
+    assert abs(truncation_tail(10, alpha, discount) - rest.mean()) < 4 * rest.std() / np.sqrt(20000)

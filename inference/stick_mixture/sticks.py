@@ -95,11 +95,12 @@ def truncation_tail(n_clusters: int, alpha: float, discount: float = 0.0) -> flo
 
 
 def expected_clusters(n: int, alpha: float, discount: float = 0.0) -> float:
-    """The untruncated prior's expected number of clusters among n samples: sum_{i<n} alpha /
-    (alpha + i) for the DP; for Pitman-Yor, (Gamma(alpha + d + n) / Gamma(alpha + d) / Gamma(alpha + n)
-    * Gamma(alpha + 1) - 1) * alpha / d (Pitman 2006, eq. 3.13 in the (alpha, d) form)."""
-    if discount == 0:
-        return float((alpha / (alpha + torch.arange(n, dtype=torch.float64))).sum())
-    alpha_, d = torch.tensor(alpha, dtype=torch.float64), discount
-    ratio = torch.lgamma(alpha_ + d + n) - torch.lgamma(alpha_ + d) - torch.lgamma(alpha_ + n) + torch.lgamma(alpha_ + 1)
-    return float((ratio.exp() - 1) * alpha_ / d)
+    """The untruncated prior's expected number of clusters among n samples. The (i + 1)-th sample
+    opens a cluster with probability (alpha + d K_i) / (alpha + i), linear in K_i, so the mean
+    follows E[K_{i+1}] = E[K_i] (1 + d / (alpha + i)) + alpha / (alpha + i) exactly from E[K_1] = 1
+    (for the DP, d = 0: sum_{i<n} alpha / (alpha + i)); unrolled with cumulative sums of logs, for
+    every alpha > -d."""
+    i = torch.arange(1, n, dtype=torch.float64)
+    growth = torch.log1p(discount / (alpha + i))
+    after = torch.cat([growth, growth.new_zeros(1)]).flip(0).cumsum(0).flip(0)  # sum_{j >= i}, then 0
+    return float(after[0].exp() + (alpha / (alpha + i) * after[1:].exp()).sum())
