@@ -1,17 +1,18 @@
-"""The default DPGMM over random_states, with and without delete moves
-(``inference.stick_mixture.vmm._delete``): clusters and NMI for random_state 0 to S - 1 on the
-labelled tables of ``bench_moves.py`` and seven of its own (palmerpenguins' species, openintro's
-bdims by sex, MASS Cars93 by type, ISLR Auto by origin, MASS Pima.te by type and cats by sex, DAAG
-cuckoos by host species), and on generated cases (three 1-D clusters of 100,000 rows, rotated
-elongated clouds, one cloud, two blobs of spreads 0.1 and 5). "without" patches the move out of
-the learner for the run.
+"""The default DPGMM over random_states, with and without the moves of issue 47 (deletes,
+``inference.stick_mixture.vmm._delete``, and merges judged after up to ``vmm.REFINE`` iterations
+rather than one): clusters and NMI for random_state 0 to S - 1 on the labelled tables of
+``bench_moves.py`` and seven of its own (palmerpenguins' species, openintro's bdims by sex, MASS
+Cars93 by type, ISLR Auto by origin, MASS Pima.te by type and cats by sex, DAAG cuckoos by host
+species), and on generated cases (three 1-D clusters of 100,000 rows, 10 or 8 sd apart, rotated
+elongated clouds, one cloud, two blobs of spreads 0.1 and 5). "without" patches them out of the
+learner for the run (no deletes, ``REFINE = 1``); ``--settings with`` runs the default alone.
 ``--shuffle`` fits random_state s on the rows in the order of permutation s: every sum in another
 order, as another processor or thread count would round it. ``--data-seed`` draws the generated
 cases anew. ``--threads 1,2`` fits each random_state once a thread count (``BNPZOO_THREADS``) and
 prints how many fits gave the first count's partition exactly (NMI 1 between them).
 
     python benchmarks/bench_seeds.py [--sets ...] [--seeds 5] [--shuffle] [--data-seed 123]
-                                     [--threads 1,2] [--json FILE]
+                                     [--threads 1,2] [--settings without,with] [--json FILE]
 """
 
 import argparse
@@ -33,9 +34,10 @@ bench_moves.R_SETS.update({"penguins": ("palmerpenguins", "penguins", "species",
 
 
 def generated(name, rng):
-    if name == "one-d":
+    if name.startswith("one-d"):  # one-d: 10 sd apart; one-d-8: 8
+        gap = float(name[6:] or 10)
         z = rng.integers(0, 3, 100_000)
-        return (np.array([-10.0, 0.0, 10.0])[z] + rng.normal(size=z.size))[:, None], z
+        return (np.array([-gap, 0.0, gap])[z] + rng.normal(size=z.size))[:, None], z
     if name == "rotated":
         parts = []
         for n, centre, angle in ((300, (-12, 0), 0.3), (1000, (0, 10), 1.2), (3000, (12, -4), 2.5)):
@@ -48,7 +50,7 @@ def generated(name, rng):
     return np.where(z[:, None] == 0, rng.normal(0, 0.1, (800, 2)), rng.normal(25, 5, (800, 2))), z
 
 
-GENERATED = ("one-d", "rotated", "one-cloud", "two-spreads")
+GENERATED = ("one-d", "one-d-8", "rotated", "one-cloud", "two-spreads")
 
 
 def main():
@@ -58,18 +60,19 @@ def main():
     parser.add_argument("--shuffle", action="store_true", help="random_state s fits the rows in permutation s")
     parser.add_argument("--data-seed", type=int, default=123, help="the generated cases' draw")
     parser.add_argument("--threads", default=None, help="thread counts to fit each random_state with, e.g. 1,2")
+    parser.add_argument("--settings", default="without,with", help="without, with, or both")
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
     threads = args.threads.split(",") if args.threads else [os.environ.get("BNPZOO_THREADS", "auto")]
-    delete = vmm._delete
+    moves = vmm._delete, vmm.REFINE
     rows = []
     print(f"BNPZOO_THREADS={','.join(threads)}, load {os.getloadavg()[0]:.1f}, "
           f"rows {'shuffled' if args.shuffle else 'in order'}")
     for name in args.sets.split(","):
         x, labels = (generated(name, np.random.default_rng(args.data_seed)) if name in GENERATED
                      else bench_moves.load(name))
-        for setting in ("without", "with"):
-            vmm._delete = delete if setting == "with" else (lambda *args, **kwargs: None)
+        for setting in args.settings.split(","):
+            vmm._delete, vmm.REFINE = moves if setting == "with" else (lambda *args, **kwargs: None, 1)
             fits, agree = [], 0
             for seed in range(args.seeds):
                 order = np.random.default_rng(100 + seed).permutation(len(x)) if args.shuffle else slice(None)
@@ -91,7 +94,7 @@ def main():
                   f"min {np.min(score):.3f}  {row['seconds']:.2f} s a fit"
                   + (f"  same partition with {args.threads} threads: {agree} of {args.seeds}" if args.threads else ""),
                   flush=True)
-    vmm._delete = delete
+    vmm._delete, vmm.REFINE = moves
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=1)

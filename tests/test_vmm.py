@@ -238,9 +238,10 @@ def test_birth_candidates_take_each_clusters_members_in_row_order():
 def test_a_cluster_of_the_far_tails_is_deleted(hard, batch_size, monkeypatch):
     """Three 1-D clusters of 10,000 rows and a fourth of their rows beyond 3 sd: every learner ends
     at the three, the bound rising throughout. The memoized soft learner (the default's on more than
-    50,000 rows) stays at four without deletes: each step 1 leaves the tails' responsibilities where
-    they are, and no merge pays (it widens a large cluster for all of them); a delete hands each row
-    to its best other cluster."""
+    50,000 rows) with merges judged one pass after they are made (``REFINE = 1``) stays at four
+    without deletes: each step 1 leaves the tails' responsibilities where they are, and no merge
+    pays at once (it widens a large cluster for all of them); a delete hands each row to its best
+    other cluster, and ends at three alone."""
     import bnpzoo.inference.stick_mixture.vmm as vmm
 
     rng = np.random.default_rng(0)
@@ -259,6 +260,8 @@ def test_a_cluster_of_the_far_tails_is_deleted(hard, batch_size, monkeypatch):
     assert deleted.means.shape[0] == 3 and deleted.converged
     _monotone(deleted)
     if not hard and batch_size is not None:
+        monkeypatch.setattr(vmm, "REFINE", 1)
+        assert fit().means.shape[0] == 3
         monkeypatch.setattr(vmm, "_delete", lambda *args, **kwargs: None)
         kept = fit()
         assert kept.means.shape[0] == 4 and kept.objective_trace[-1] < deleted.objective_trace[-1]
