@@ -1,11 +1,11 @@
-"""The default DPGMM over random_states, with and without the moves of issue 47 (deletes,
-``inference.stick_mixture.vmm._delete``, and merges judged after up to ``vmm.REFINE`` iterations
-rather than one): clusters and NMI for random_state 0 to S - 1 on the labelled tables of
+"""The default DPGMM over random_states, with merges judged after up to ``vmm.REFINE`` iterations
+(``inference.stick_mixture.vmm``, issue 47) and judged after one as before ("without",
+``REFINE = 1``): clusters and NMI for random_state 0 to S - 1 on the labelled tables of
 ``bench_moves.py`` and seven of its own (palmerpenguins' species, openintro's bdims by sex, MASS
 Cars93 by type, ISLR Auto by origin, MASS Pima.te by type and cats by sex, DAAG cuckoos by host
 species), and on generated cases (three 1-D clusters of 100,000 rows, 10 or 8 sd apart, rotated
-elongated clouds, one cloud, two blobs of spreads 0.1 and 5). "without" patches them out of the
-learner for the run (no deletes, ``REFINE = 1``); ``--settings with`` runs the default alone.
+elongated clouds, one cloud, two blobs of spreads 0.1 and 5); ``--settings with`` runs the
+default alone.
 ``--shuffle`` fits random_state s on the rows in the order of permutation s: every sum in another
 order, as another processor or thread count would round it. ``--data-seed`` draws the generated
 cases anew. ``--threads 1,2`` fits each random_state once a thread count (``BNPZOO_THREADS``) and
@@ -64,7 +64,7 @@ def main():
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
     threads = args.threads.split(",") if args.threads else [os.environ.get("BNPZOO_THREADS", "auto")]
-    moves = vmm._delete, vmm.REFINE
+    refine = vmm.REFINE
     rows = []
     print(f"BNPZOO_THREADS={','.join(threads)}, load {os.getloadavg()[0]:.1f}, "
           f"rows {'shuffled' if args.shuffle else 'in order'}")
@@ -72,7 +72,7 @@ def main():
         x, labels = (generated(name, np.random.default_rng(args.data_seed)) if name in GENERATED
                      else bench_moves.load(name))
         for setting in args.settings.split(","):
-            vmm._delete, vmm.REFINE = moves if setting == "with" else (lambda *args, **kwargs: None, 1)
+            vmm.REFINE = refine if setting == "with" else 1
             fits, agree = [], 0
             for seed in range(args.seeds):
                 order = np.random.default_rng(100 + seed).permutation(len(x)) if args.shuffle else slice(None)
@@ -94,7 +94,7 @@ def main():
                   f"min {np.min(score):.3f}  {row['seconds']:.2f} s a fit"
                   + (f"  same partition with {args.threads} threads: {agree} of {args.seeds}" if args.threads else ""),
                   flush=True)
-    vmm._delete, vmm.REFINE = moves
+    vmm.REFINE = refine
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=1)

@@ -214,11 +214,11 @@ def _three_one_dimensional_clusters(data_seed, gap):
 @pytest.mark.parametrize("data_seed, gap", [(1, 10.0), (2, 10.0), (1000, 8.0)])
 def test_large_one_dimensional_clusters_are_neither_cut_nor_joined_by_a_cluster_of_their_tails(data_seed, gap,
                                                                                              random_state):
-    """Three clusters of 33,000 rows, 10 or 8 sd apart. Without deletes, 3 of 10 random_states
-    ended with a fourth cluster of 17 to 140 rows that gathered the three's far tails (13 nats
-    below the three alone): no row leaves it alone, and no merge can hand its rows to three
-    clusters. At 8 sd, 18 of 30 fits held the middle cluster as three overlapping pieces (NMI 0.76)
-    until merges were refined (the next test)."""
+    """Three clusters of 33,000 rows, 10 or 8 sd apart. With merges judged one pass after they were
+    made, 3 of 10 random_states at 10 sd ended with a fourth cluster of 8 to 140 rows that gathered
+    the three's far tails (13 nats below the three alone), and at 8 sd 18 of 30 fits held the middle
+    cluster as three overlapping pieces (NMI 0.76): merges are now judged once the rows have moved
+    (the next test, and ``tests/test_vmm.py``)."""
     x, z = _three_one_dimensional_clusters(data_seed, gap)
     est = DPGMM(random_state=random_state).fit(x)
     assert est.n_clusters_ == 3 and nmi(z, est.predict(x)) > 0.999

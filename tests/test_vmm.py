@@ -235,13 +235,12 @@ def test_birth_candidates_take_each_clusters_members_in_row_order():
 
 @pytest.mark.parametrize("hard", [True, False], ids=["hard", "soft"])
 @pytest.mark.parametrize("batch_size", [None, 10_000], ids=["batch", "memoized"])
-def test_a_cluster_of_the_far_tails_is_deleted(hard, batch_size, monkeypatch):
+def test_a_cluster_of_the_far_tails_is_merged_away_once_its_rows_have_moved(hard, batch_size, monkeypatch):
     """Three 1-D clusters of 10,000 rows and a fourth of their rows beyond 3 sd: every learner ends
     at the three, the bound rising throughout. The memoized soft learner (the default's on more than
-    50,000 rows) with merges judged one pass after they are made (``REFINE = 1``) stays at four
-    without deletes: each step 1 leaves the tails' responsibilities where they are, and no merge
-    pays at once (it widens a large cluster for all of them); a delete hands each row to its best
-    other cluster, and ends at three alone."""
+    50,000 rows) stays at four when a merge is judged one pass after it is made (``REFINE = 1``):
+    each step 1 leaves the tails' responsibilities where they are, and a merge widens a large
+    cluster for all of them before they move to the clusters they came from."""
     import bnpzoo.inference.stick_mixture.vmm as vmm
 
     rng = np.random.default_rng(0)
@@ -256,15 +255,13 @@ def test_a_cluster_of_the_far_tails_is_deleted(hard, batch_size, monkeypatch):
         return fit_vmm(x, labels, 50, family=family, prior=prior, hard=hard, merge_moves=True, max_iter=200,
                        batch_size=batch_size)
 
-    deleted = fit()
-    assert deleted.means.shape[0] == 3 and deleted.converged
-    _monotone(deleted)
+    refined = fit()
+    assert refined.means.shape[0] == 3 and refined.converged
+    _monotone(refined)
     if not hard and batch_size is not None:
         monkeypatch.setattr(vmm, "REFINE", 1)
-        assert fit().means.shape[0] == 3
-        monkeypatch.setattr(vmm, "_delete", lambda *args, **kwargs: None)
         kept = fit()
-        assert kept.means.shape[0] == 4 and kept.objective_trace[-1] < deleted.objective_trace[-1]
+        assert kept.means.shape[0] == 4 and kept.objective_trace[-1] < refined.objective_trace[-1]
 
 
 @pytest.mark.parametrize("alpha, discount", [(1.0, 0.0), (5.0, 0.0), (1.0, 0.5), (0.3, 0.25), (-0.2, 0.5)])

@@ -44,13 +44,8 @@ clusters' statistics and entropies, so no pass over the data), and the merges th
 made; once the assignments settle, the best three candidates are also run for up to ``REFINE``
 iterations each and kept once their objective passes the current one (the rows of merged pieces
 must move before a merge pays). Every accepted merge raises the objective, so the trace stays
-monotone. Without them, a learned
-spread leaves one Gaussian cloud in 3 to 50 pieces (``benchmarks/reports/families.md``).
-
-Delete moves (with the merges). Once the assignments settle, the two smallest clusters that hold
-a row are each removed in turn and every row assigned again without it, one pass each (``_delete``);
-the first removal that raises the memoized bound is kept. They undo what no merge can: a small wide
-cluster of the far tails of several true ones, whose rows a merge would hand to one of them whole.
+monotone. Without them, a learned spread leaves one Gaussian cloud in 3 to 50 pieces
+(``benchmarks/reports/families.md``).
 
 Memoized passes (``batch_size`` below N; Hughes and Sudderth, NeurIPS 2013). The pass visits
 consecutive batches of rows, keeps each batch's statistics from its last visit, and after each
@@ -311,7 +306,6 @@ def prior_terms(means, sticks, variances, *, std, alpha, discount=0.0, prior_mea
 
 
 BIRTH_SAMPLE = 2000  # a larger cluster's pieces: k-means on this many of its rows, then every row to the nearest
-DELETE_TRIES = 2  # the smallest clusters tried for deletion, with a pass each, once the assignments settle
 REFINE = 10  # iterations a merge proposal may take to pass the objective it would replace
 
 
@@ -500,22 +494,13 @@ def _phase(x, assignments, fit, bar, *, family, prior, sticks_prior, n_clusters,
         q, point, sticks = estimate(assignments.stats)
         pairs = assignments.merge_candidates() if merges else None
         if batches is not None:
-            value = rows_term + memoized(assignments)
+            entropy = assignments.entropy if assignments.entropy is not None else torch.zeros_like(assignments.counts)
+            value = rows_term + float(cluster_terms(assignments.stats, entropy).sum() + stick_terms(assignments.counts))
             return (q, point, sticks.to(x.dtype)), memoized_expectation(x, batches, family, prior, assignments,
                                                                         estimate, hard, pairs), value
         data_term, new = expectation(x, family, q, point, prior, sticks, hard, assignments.labels, pairs)
         value = data_term + stick_log_prior(sticks, **sticks_prior, n_sticks=n_clusters - 1) - family.kl(q, prior).sum()
         return (q, point, sticks.to(x.dtype)), new, value.item()
-
-    def memoized(assignments):  # the memoized bound of the statistics, less the rows' own terms (``rows_term``)
-        entropy = assignments.entropy if assignments.entropy is not None else torch.zeros_like(assignments.counts)
-        return float(cluster_terms(assignments.stats, entropy).sum() + stick_terms(assignments.counts))
-
-    def without(assignments, cluster):  # step 1, every row assigned again under the other clusters' factors
-        k = assignments.counts.numel()
-        rest = assignments.select(torch.cat([torch.arange(cluster), torch.arange(cluster + 1, k)]).to(x.device))
-        q, point, sticks = estimate(rest.stats)
-        return expectation(x, family, q, point, prior, sticks, hard, rest.labels)[1]
 
     def cluster_terms(stats, entropy):  # the memoized bound's terms of each cluster (its statistics alone)
         q = family.natural(stats, prior)
@@ -577,10 +562,6 @@ def _phase(x, assignments, fit, bar, *, family, prior, sticks_prior, n_clusters,
                             tries=3 if converged else 0)
             if merged:
                 assignments, converged = merged, False
-        if merges and converged:  # deletes once settled, a pass each
-            deleted = _delete(assignments, without, memoized)
-            if deleted:
-                assignments, converged = deleted, False
         if converged:
             return assignments, True
 
@@ -651,33 +632,4 @@ def _merge(assignments, cluster_terms, stick_terms, refine, value, tries: int = 
         refined = refine(assignments.merge([p]))
         if refined is not None:
             return refined
-    return None
-
-
-def _delete(assignments, without, objective, tries: int = DELETE_TRIES):
-    """Delete moves (Hughes, Kim and Sudderth, "Reliable and scalable variational inference for the
-    hierarchical Dirichlet process", AISTATS 2015, in a simple form): a cluster that holds a row is
-    removed and every row's assignment made again without it (``without(assignments, cluster)``: one
-    pass of step 1 under the other clusters' factors and sticks), and the proposal is kept when it
-    raises the memoized ``objective`` (of the statistics, entropies included). A merge hands a
-    cluster's rows to one other cluster whole, so it cannot undo a small wide cluster that collects
-    the far tails of several true ones (17 rows beside three 1-D clusters of 33,000, at an objective
-    13 nats below the three alone, ``benchmarks/reports/seeds.md``): every step 1 keeps its rows
-    where they are, and every merge widens a large cluster for them. Tried on the ``tries`` smallest
-    such clusters in turn, a pass each; returns the first proposal kept, or None. The next
-    iteration's objective is at least the proposal's memoized one (it maximises q and the sticks
-    for these assignments), so the trace stays monotone."""
-    current = objective(assignments)
-    counts, labels = assignments.counts, assignments.labels
-    # the clusters that hold a row: a row's worth of responsibility, or some row's most responsible
-    # cluster (empty ones are step 2's, and a try each would only spend the passes)
-    held = counts >= 1
-    if labels is not None:
-        held |= torch.bincount(labels[labels >= 0], minlength=counts.numel()) > 0
-    order = torch.argsort(counts, stable=True)
-    held = order[held[order]]
-    for cluster in held[:tries if len(held) > 1 else 0].tolist():
-        proposal = without(assignments, cluster)
-        if objective(proposal) > current:
-            return proposal
     return None
