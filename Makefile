@@ -56,6 +56,7 @@ lock: test-latest
 bench: $(VENV)/.installed
 	$(VENV)/bin/python -m pip install -c $(LOCK) -e ".[dev,bench]"
 	$(VENV)/bin/python benchmarks/bench_dp_gmm.py
+	$(VENV)/bin/python benchmarks/bench_seeds.py
 	$(VENV)/bin/python benchmarks/bench_stochastic.py
 	$(VENV)/bin/python benchmarks/bench_pyp_ggm.py
 	$(VENV)/bin/python benchmarks/bench_hdp_gd.py
