@@ -147,7 +147,7 @@ class CoupledDP(Estimator):
         "prior_kappa": Interval(float, 0, low_open=True),
         "prior_shape": Interval(float, 0, low_open=True),
         "prior_rate": Interval(float, 0, low_open=True),
-        "label_step": OneOf("collapsed", "blocked"),
+        "label_step": OneOf("collapsed", "blocked", "parallel"),
         "documents": OneOf(None, True, False),
         "doc_concentration": Interval(float, 0, low_open=True, optional=True),
         "split_merge": Interval(int, 0),
@@ -222,7 +222,8 @@ class CoupledDP(Estimator):
             if not vocab:
                 raise ValueError("the corpus has no tokens")
             doc, word = corpus.token_arrays(vocab)
-            documents = torch.from_numpy(np.unique(doc, return_inverse=True)[1].astype(np.int64))
+            lengths = np.bincount(doc)  # documents 0..D-1 over those with tokens (doc is sorted)
+            documents = torch.from_numpy(np.repeat(np.arange(np.count_nonzero(lengths)), lengths[lengths > 0]))
             return torch.from_numpy(word), torch.from_numpy(group_index[doc]), values, vocab, documents
         x = check_array(X, dtype=torch.float64)
         if len(groups) != x.shape[0]:
@@ -259,7 +260,7 @@ class CoupledDP(Estimator):
         multiplicity = None
         if self.documents and self.label_step == "blocked":
             raise ValueError("documents=True draws labels token by token: use label_step='collapsed'")
-        self.documents_ = (vocab is not None and self.label_step == "collapsed") if self.documents is None \
+        self.documents_ = (vocab is not None and self.label_step != "blocked") if self.documents is None \
             else self.documents
         if vocab is not None and self.label_step == "blocked":
             x, group_index, multiplicity = gibbs.cells(x, group_index, len(vocab))
@@ -271,7 +272,8 @@ class CoupledDP(Estimator):
             prior_shape=float(self.prior_shape), prior_rate=float(self.prior_rate),
             alpha=self._alpha(), split_merge_moves=int(self.split_merge),
             documents=documents if self.documents_ else None,
-            doc_concentration=None if self.doc_concentration is None else float(self.doc_concentration))
+            doc_concentration=None if self.doc_concentration is None else float(self.doc_concentration),
+            parallel=self.label_step == "parallel")
         if self.verbose and not sampler_cached():
             print("bnpzoo: compiling the coupled sampler, once (about 10 s; later fits load it from numba's cache)",
                   file=sys.stderr, flush=True)

@@ -173,6 +173,19 @@ def test_each_step_keeps_the_joint_distribution_with_the_document_level(step, op
     assert len(z) and _largest(z) < 4, z
 
 
+@pytest.mark.parametrize("options", [DOCUMENTS, SAMPLED_B], ids=["b-fixed", "b-sampled"])
+def test_the_parallel_label_step_keeps_the_joint_distribution(options):
+    """Step 1 partially collapsed (topics drawn, documents in parallel): as above."""
+    changes = []
+    for _ in range(1000):
+        state, x = _draw("categorical", **options)
+        before = _document_statistics(state, x)
+        problem = _problem("categorical", x, parallel=True, **options)
+        changes.append(_document_statistics(gibbs.update_labels(problem, state), x) - before)
+    z = _paired_z_scores(changes, _names(documents="sampled" if options is SAMPLED_B else True))
+    assert len(z) and _largest(z) < 4, z
+
+
 @pytest.mark.parametrize("documents", [pytest.param(False, marks=pytest.mark.slow), True], ids=["groups", "documents"])
 @pytest.mark.parametrize("block", [(n,) for n in coupled_cells.COUNT_STEPS.tolist()], ids=str)
 def test_each_compiled_count_step_keeps_the_joint_distribution(block, documents):
@@ -340,11 +353,12 @@ def test_each_step_on_cells_keeps_the_joint_distribution(step):
     assert len(z) >= (5 if labels else 1) and _largest(z) < 4, z
 
 
-def geweke_z_scores(family, draws=3000, batch=100, cells=False, documents=False):
+def geweke_z_scores(family, draws=3000, batch=100, cells=False, documents=False, parallel=False):
     """{statistic: (marginal mean - successive mean) / standard error}; the successive
     chain's error comes from batch means, which account for its autocorrelation. ``cells``: words
     sampled as (group, word) cells, with the blocked label step; ``documents``: the document level
-    ("sampled": with b sampled)."""
+    ("sampled": with b sampled); ``parallel``: its label step partially collapsed
+    (``inference.coupled.parallel``)."""
     options = (SAMPLED_B if documents == "sampled" else DOCUMENTS) if documents else {}
     statistics = _document_statistics if documents else partial(_statistics, family)
     marginal = torch.stack([statistics(*_draw(family, **options)) for _ in range(draws)]).numpy()
@@ -356,7 +370,7 @@ def geweke_z_scores(family, draws=3000, batch=100, cells=False, documents=False)
             problem, cell_state = _as_cells(state, x)
             state, x, _ = _as_tokens(problem, gibbs.sweep(problem, cell_state))
         else:
-            state = gibbs.sweep(_problem(family, x, **moves, **options), state)
+            state = gibbs.sweep(_problem(family, x, **moves, **options, parallel=parallel), state)
         x = _regenerate(family, state)
         successive.append(statistics(state, x))
     successive = torch.stack(successive).numpy()
@@ -367,13 +381,14 @@ def geweke_z_scores(family, draws=3000, batch=100, cells=False, documents=False)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("family, cells, documents", [("categorical", False, False), ("gaussian", False, False),
-                                                      ("categorical", True, False), ("categorical", False, True),
-                                                      ("categorical", False, "sampled")],
-                         ids=["categorical", "gaussian", "categorical-cells", "categorical-documents",
-                              "categorical-documents-b-sampled"])
-def test_geweke_joint_distribution_test_passes(family, cells, documents):
-    z = geweke_z_scores(family, draws=20000, batch=1000, cells=cells, documents=documents)
+@pytest.mark.parametrize("family, cells, documents, parallel", [
+    ("categorical", False, False, False), ("gaussian", False, False, False), ("categorical", True, False, False),
+    ("categorical", False, True, False), ("categorical", False, "sampled", False), ("categorical", False, True, True),
+    ("categorical", False, "sampled", True)],
+    ids=["categorical", "gaussian", "categorical-cells", "categorical-documents", "categorical-documents-b-sampled",
+         "categorical-documents-parallel", "categorical-documents-b-sampled-parallel"])
+def test_geweke_joint_distribution_test_passes(family, cells, documents, parallel):
+    z = geweke_z_scores(family, draws=20000, batch=1000, cells=cells, documents=documents, parallel=parallel)
     assert _largest(z) < 3, z
 
 

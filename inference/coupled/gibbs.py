@@ -102,10 +102,11 @@ about twice as fast as torch's small calls, ``benchmarks/reports/speed.md``).
 from dataclasses import dataclass, replace
 from functools import cached_property
 
+import numba
 import numpy as np
 import torch
 
-from bnpzoo.inference.coupled import cells as cell_steps, compiled as numba_steps
+from bnpzoo.inference.coupled import cells as cell_steps, compiled as numba_steps, parallel as parallel_steps
 from bnpzoo.models.coupled_dp import inherited_mass, mixing_weights
 
 
@@ -154,6 +155,8 @@ class Problem:
     documents: torch.Tensor | None = None
     doc_concentration: float | None = 1.0
     doc_concentration_prior: tuple = (1.0, 1.0)
+    # the document level's step 1 partially collapsed, documents in parallel (``parallel``)
+    parallel: bool = False
 
     @property
     def sizes(self):
@@ -175,7 +178,7 @@ class Problem:
     @cached_property
     def host_arrays(self) -> tuple:
         """(x, groups) as int64 numpy arrays for the compiled label step, converted once (words)."""
-        return _numpy(self.x, np.int64), _numpy(self.groups, np.int64)
+        return _numpy(self.x, np.int64, copy=False), _numpy(self.groups, np.int64, copy=False)
 
     @property
     def token_moves(self) -> int:
@@ -189,6 +192,11 @@ class Problem:
         """Where each document's tokens start, and N last (the document level)."""
         documents = _numpy(self.documents, np.int64)
         return np.searchsorted(documents, np.arange(documents[-1] + 2)).astype(np.int64)
+
+    @cached_property
+    def document_blocks(self) -> np.ndarray:
+        """The blocks of documents that ``parallel.sweep_documents`` shares among threads."""
+        return parallel_steps.document_blocks(self.document_starts)
 
     @cached_property
     def document_lengths(self) -> torch.Tensor:
@@ -361,8 +369,10 @@ def prior_labels(problem: Problem, state: GibbsState) -> GibbsState:
     return replace(state, z=z) if problem.documents is None else with_tables(problem, replace(state, z=z))
 
 
-def _numpy(tensor, dtype=np.float64):
-    return np.ascontiguousarray(tensor.detach().cpu().numpy().astype(dtype))
+def _numpy(tensor, dtype=np.float64, copy=True):
+    """A numpy copy the compiled steps may change in place; ``copy=False``: the tensor's own memory
+    where its dtype and layout allow (read-only use: the token arrays of a large corpus)."""
+    return np.ascontiguousarray(tensor.detach().cpu().numpy().astype(dtype, copy=copy))
 
 
 def _multinomial_counts(totals: torch.Tensor, probs: torch.Tensor) -> torch.Tensor:
@@ -383,11 +393,12 @@ def update_labels(problem: Problem, state: GibbsState) -> GibbsState:  # step 1
         numba_steps.blocked_labels(*problem.host_arrays, z, _numpy(mix), problem.vocab_size, float(problem.beta),
                                      int(torch.randint(2**31 - 1, ())))
         return replace(state, z=torch.from_numpy(z).to(state.z))
+    if problem.documents is not None and problem.parallel:  # topics drawn, then documents in parallel
+        return update_doc_concentration(problem, _parallel_document_labels(problem, state, mix))
     if problem.documents is not None:  # theta_d collapsed, then the tables: one blocked step for (z, m)
         z = _numpy(state.z, np.int64)
-        numba_steps.document_labels(*_document_arrays(problem, state, z, mix),
-                                      _numpy(torch.rand(z.shape[0], dtype=torch.float64)))
-        state = move_document_cells(problem, replace(state, z=torch.from_numpy(z).to(state.z.device)), mix)
+        tables = numba_steps.document_sweep(*_document_arrays(problem, state, z, mix), int(torch.randint(2**31 - 1, ())))
+        state = replace(state, z=torch.from_numpy(z).to(state.z.device), tables=torch.from_numpy(tables).to(mix))
         return update_doc_concentration(problem, state)
     if problem.family == "categorical":
         z = _numpy(state.z, np.int64)
@@ -401,6 +412,26 @@ def update_labels(problem: Problem, state: GibbsState) -> GibbsState:  # step 1
     logits = mix.log()[problem.groups] + gaussian_log_density(problem.x, state.params)
     z = torch.distributions.Categorical(logits=logits, validate_args=False).sample()
     return replace(state, z=z)
+
+
+def _parallel_document_labels(problem: Problem, state: GibbsState, mix: torch.Tensor) -> GibbsState:
+    """Step 1 of the document level, partially collapsed (``parallel``): the topics drawn given the
+    labels, then every document's labels, block moves and tables given them, in parallel."""
+    t, _, k = problem.sizes
+    x, groups = problem.host_arrays
+    z = _numpy(state.z, np.int64)
+    counts = np.bincount(x * k + z, minlength=problem.vocab_size * k).reshape(problem.vocab_size, k)
+    phi = parallel_steps.draw_topics(torch.from_numpy(counts.astype(np.float64)), problem.beta).numpy()
+    mixing, b = _numpy(mix), doc_concentration(problem, state)
+    # D_t(k) below 1e-30 of the group's largest flushed to 0 in the prior bucket (``update_labels``)
+    prior = b * np.where(mixing < 1e-30 * mixing.max(1, keepdims=True), 0.0, mixing)
+    opened = np.empty(len(z), dtype=np.bool_)
+    numba.set_num_threads(parallel_steps.threads())
+    parallel_steps.sweep_documents(x, groups, problem.document_starts, problem.document_blocks, z, opened, phi,
+                                   prior, prior @ phi.T, mixing, numba_steps.row_cumsum(mixing), b,
+                                   int(torch.randint(2**31 - 1, ())))
+    tables = np.bincount(groups * k + z, weights=opened, minlength=t * k).reshape(t, k)
+    return replace(state, z=torch.from_numpy(z).to(state.z.device), tables=torch.from_numpy(tables).to(mix))
 
 
 def _document_arrays(problem: Problem, state: GibbsState, z: np.ndarray, mix: torch.Tensor) -> tuple:
