@@ -42,7 +42,8 @@ class Parser(argparse.ArgumentParser):
 
 def _common(parser: Parser):
     parser.add_argument("--data", required=True,
-                        help="digits, blobs[:n=..,d=..,k=..,seed=..], digits-bags, or a .csv/.npy/.txt path")
+                        help="digits, blobs[:n=..,d=..,k=..,seed=..], digits-bags, topics[:n=..,groups=..,topics=..,vocab=..,"
+                             "length=..,seed=..], or a .csv/.npy/.txt path")
     parser.add_argument("--labels", help="file of integer labels, one a line, aligned with the rows")
     parser.add_argument("--groups", help="file of integer groups, one a line, aligned with the documents")
     parser.add_argument("--test-data", help="held-out corpus (topic models only)")

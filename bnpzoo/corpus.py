@@ -5,6 +5,7 @@ Sources:
                             (no lower-casing, no stop words, no frequency filter)
     a count matrix          documents x words (.csv / .npy, given with groups): non-negative
                             integer counts; word j is the token "w<j>"
+    topics                  a corpus drawn from a topic model with known topics (``generated_topics``)
     digits-bags             scikit-learn's 1,797 8x8 digits, each a bag of pixel tokens "p00".."p63"
                             whose counts are the intensities 0..16, grouped by class (the set-up of
                             [Coupled-DP] section 5.2, with images for scenes)
@@ -25,6 +26,7 @@ class Corpus:
     docs: list[list[str]]
     groups: np.ndarray | None = None
     labels: np.ndarray | None = None
+    topics: np.ndarray | None = None  # generated corpora: the true topics (K, V), word j the token "w<j>"
 
     def vocabulary(self) -> list[str]:
         """Distinct tokens in order of first appearance."""
@@ -33,15 +35,17 @@ class Corpus:
     def token_arrays(self, vocab: list[str] | None = None) -> tuple[np.ndarray, np.ndarray]:
         """(document index, word index) of every token, flat; tokens outside ``vocab`` dropped."""
         index = {token: i for i, token in enumerate(vocab if vocab is not None else self.vocabulary())}
-        pairs = [(d, index[t]) for d, doc in enumerate(self.docs) for t in doc if t in index]
-        arr = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
-        return arr[:, 0], arr[:, 1]
+        # one pass, straight into arrays (8 bytes a token, not a tuple per token)
+        lengths = np.fromiter((sum(1 for t in doc if t in index) for doc in self.docs), np.int64, len(self.docs))
+        words = np.fromiter((index[t] for doc in self.docs for t in doc if t in index), np.int64, int(lengths.sum()))
+        return np.repeat(np.arange(len(self.docs), dtype=np.int64), lengths), words
 
 
 def as_words(docs) -> list:
     """Token lists with every token a word: 7 and "7" are the same word. A document that is not a
     list (one string) is left for the caller to refuse."""
-    return [[str(token) for token in doc] if isinstance(doc, (list, tuple)) else doc for doc in docs]
+    return [doc if isinstance(doc, list) and all(type(token) is str for token in doc)
+            else [str(token) for token in doc] if isinstance(doc, (list, tuple)) else doc for doc in docs]
 
 
 def read_corpus(path) -> Corpus:
@@ -110,3 +114,39 @@ def digits_bags() -> Corpus:
     bags = counts_to_corpus(raw.data, "digits-bags", token=lambda j: f"p{j:02d}")
     bags.groups = bags.labels = raw.target.astype(np.int64)
     return bags
+
+
+def generated_topics(n_tokens: int = 100_000, *, n_groups: int = 10, n_topics: int = 50, vocab_size: int = 5000,
+                     doc_length: int = 100, seed: int = 0) -> Corpus:
+    """A grouped corpus drawn from an HDP-like topic model whose topics are known (``topics``):
+    topics phi_k ~ Dir(0.05) over ``vocab_size`` words; global topic weights g ~ Dir(1); each
+    group's weights D_t ~ Dir(10 g), so groups share topics in different proportions; each
+    document's theta_d ~ Dir(D_t) (b = 1, ``CoupledDP``'s default) and 1 + Poisson(doc_length - 1)
+    tokens, z ~ theta_d, w ~ phi_z. Documents are dealt to groups in turn; about ``n_tokens``
+    tokens in all. Word j is the token "w<j>"; ``labels`` holds each document's most frequent topic."""
+    if min(n_tokens, n_groups, n_topics, vocab_size, doc_length) < 1:
+        raise ValueError("n_tokens, n_groups, n_topics, vocab_size and doc_length must be >= 1")
+    rng = np.random.default_rng(seed)
+    topics = rng.dirichlet(np.full(vocab_size, 0.05), n_topics)
+    group_weights = rng.dirichlet(10 * rng.dirichlet(np.ones(n_topics)), n_groups)
+    lengths = 1 + rng.poisson(doc_length - 1, max(1, round(n_tokens / doc_length)))
+    groups = np.arange(len(lengths)) % n_groups
+    names = np.asarray([f"w{j}" for j in range(vocab_size)], dtype=object)
+    docs, main = [], np.empty(len(lengths), dtype=np.int64)
+    for first in range(0, len(lengths), 10_000):  # documents in chunks: memory a chunk's, not the corpus's
+        part = slice(first, first + 10_000)
+        theta = rng.gamma(group_weights[groups[part]]).clip(min=np.finfo(float).tiny)
+        doc = np.repeat(np.arange(len(theta)), lengths[part])
+        z = _draw_rows(rng, theta, doc)
+        words = _draw_rows(rng, topics, z)
+        main[part] = np.bincount(doc * n_topics + z, minlength=len(theta) * n_topics).reshape(-1, n_topics).argmax(1)
+        docs += [names[ids].tolist() for ids in np.split(words, np.cumsum(lengths[part])[:-1])]
+    return Corpus(f"topics:{n_tokens}", docs, groups=groups.astype(np.int64), labels=main, topics=topics)
+
+
+def _draw_rows(rng, probs, rows):
+    """One draw from row rows[i] of ``probs`` (R, C) for each i, by one binary search: row r's
+    cumulative sums shifted by r make one increasing sequence."""
+    shifted = (np.cumsum(probs, 1) / probs.sum(1, keepdims=True) + np.arange(len(probs))[:, None]).ravel()
+    flat = np.searchsorted(shifted, rows + rng.random(len(rows)), side="right")
+    return (flat - rows * probs.shape[1]).clip(0, probs.shape[1] - 1)

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bnpzoo.corpus import Corpus, counts_to_corpus, digits_bags, read_corpus, read_integers
+from bnpzoo.corpus import Corpus, counts_to_corpus, digits_bags, generated_topics, read_corpus, read_integers
 
 BLOBS_DEFAULTS = {"n": 2000, "d": 2, "k": 6, "seed": 0, "spread": 10.0, "noise": "gaussian"}
 NOISE = {"gaussian": lambda rng, size: rng.normal(size=size),
@@ -223,7 +223,7 @@ def load(spec: str, labels=None, groups=None, *, as_corpus: bool | None = None) 
     groups).
     """
     counts = groups is not None and spec.endswith((".csv", ".npy")) and as_corpus is not False
-    if spec == "digits-bags" or spec.endswith(".txt") or counts:
+    if spec in ("digits-bags", "topics") or spec.startswith("topics:") or spec.endswith(".txt") or counts:
         corpus = _load_corpus(spec)
         n = len(corpus.docs)
         if groups is not None:
@@ -243,6 +243,7 @@ def load(spec: str, labels=None, groups=None, *, as_corpus: bool | None = None) 
         data = Dataset(Path(spec).name, load_file(spec))
     else:
         raise ValueError(f"unknown data {spec!r}: use digits, blobs[:n=..,d=..,k=..,seed=..], digits-bags, "
+                         "topics[:n=..,groups=..,topics=..,vocab=..,length=..,seed=..], "
                          "digits-proportions[:noise=..], hdp-gd[:n=..,seed=..], or a .csv/.npy/.txt path")
     if labels is not None:
         data.labels = read_labels(labels, data.X.shape[0])
@@ -251,9 +252,16 @@ def load(spec: str, labels=None, groups=None, *, as_corpus: bool | None = None) 
     return data
 
 
+TOPICS_DEFAULTS = {"n": 100_000, "groups": 10, "topics": 50, "vocab": 5000, "length": 100, "seed": 0}
+
+
 def _load_corpus(spec: str) -> Corpus:
     if spec == "digits-bags":
         return digits_bags()
+    if spec == "topics" or spec.startswith("topics:"):
+        o = _parse_options(spec, TOPICS_DEFAULTS, "topics")
+        return generated_topics(o["n"], n_groups=o["groups"], n_topics=o["topics"], vocab_size=o["vocab"],
+                                doc_length=o["length"], seed=o["seed"])
     if spec.endswith(".txt"):
         return read_corpus(spec)
     return counts_to_corpus(load_file(spec), Path(spec).name)

@@ -99,3 +99,32 @@ def test_a_valid_corpus_is_refused_by_the_matrix_models_with_exit_2(tmp_path, ca
     assert "--groups" in capsys.readouterr().err
     assert main(["fit", "coupled-dp", "--inference", "gibbs", "--data", "digits"]) == 2
     assert "grouped corpus" in capsys.readouterr().err
+
+
+def test_generated_topics_are_reproducible_and_sized_as_asked():
+    from bnpzoo.corpus import generated_topics
+
+    a, b = generated_topics(20_000, seed=3), generated_topics(20_000, seed=3)
+    assert a.docs == b.docs and np.array_equal(a.topics, b.topics) and np.array_equal(a.groups, b.groups)
+    tokens = sum(map(len, a.docs))
+    assert abs(tokens - 20_000) < 2_000 and len(a.docs) == len(a.groups) == 200
+    assert a.topics.shape == (50, 5000) and np.allclose(a.topics.sum(1), 1)
+    assert generated_topics(20_000, seed=4).docs != a.docs
+    with pytest.raises(ValueError, match="must be >= 1"):
+        generated_topics(0)
+
+
+def test_the_coupled_model_recovers_a_generated_corpus_topics(random_state):
+    """Every true topic that is the main topic of at least 5 % of the documents has a fitted topic within total
+    variation 0.25 of it (the corpus: 6 topics over 300 words, 4 groups, 40,000 tokens)."""
+    from bnpzoo import CoupledDP
+    from bnpzoo.corpus import generated_topics
+
+    corpus = generated_topics(40_000, n_groups=4, n_topics=6, vocab_size=300, seed=random_state)
+    fit = CoupledDP(max_iter=60, warmup=60, random_state=random_state).fit(corpus)
+    vocab = [int(token[1:]) for token in fit.vocabulary_]
+    fitted = np.zeros((fit.n_clusters_, 300))
+    fitted[:, vocab] = fit.topic_word_
+    share = np.bincount(corpus.labels, minlength=6) / len(corpus.docs)  # documents by their main topic
+    distance = 0.5 * np.abs(corpus.topics[:, None, :] - fitted[None, :, :]).sum(-1).min(1)
+    assert (distance[share >= 0.05] < 0.25).all(), (distance.round(2), share.round(3))
