@@ -9,7 +9,8 @@ Bad input or arguments: exit status 2 and one line on stderr, no traceback.
 
 Started by ``torchrun --nproc-per-node P -m bnpzoo fit ...``, ``fit`` runs data-parallel
 (``inference.data_parallel``): each process fits its share of the rows (mapped, for a ``.npy``
-file), and rank 0 prints the results, scored on every row.
+file), or for ``coupled-dp`` reads the whole corpus and sweeps its share of the documents, and
+rank 0 prints the results, scored on every row.
 """
 
 import argparse
@@ -139,9 +140,11 @@ def _estimator(model: str, inference: str, args, options: dict, group=None):
     return entry.estimator(**params)
 
 
-def run_grouped(model: str, inference: str, corpus, held_out, args, options: dict) -> dict:
-    """Fit a grouped topic model; its JSON record, with perplexity on the held-out corpus."""
-    est = _estimator(model, inference, args, options).fit(corpus)
+def run_grouped(model: str, inference: str, corpus, held_out, args, options: dict, group=None) -> dict:
+    """Fit a grouped topic model; its JSON record, with perplexity on the held-out corpus. ``group``:
+    the process group of a data-parallel fit (every process reads the whole corpus and sweeps its
+    share of the documents)."""
+    est = _estimator(model, inference, args, options, group).fit(corpus)
     return {
         "model": model, "inference": inference, "data": corpus.name, "n": est.n_tokens_, "d": est.n_features_in_,
         "truncation": est.truncation_, "k_used": est.n_clusters_, "nmi": None, "nmi_arithmetic": None, "acc": None,
@@ -149,7 +152,8 @@ def run_grouped(model: str, inference: str, corpus, held_out, args, options: dic
         "seconds": round(est.fit_seconds_, 4), "iterations": est.n_iter_, "elbo": None,
         "log_joint": float(est.samples_["log_joint"][:, -1].max()),
         "rhat": round(est.rhat_, 4) if np.isfinite(est.rhat_) else None,
-        "tokens_per_second": round(est.tokens_per_second_), "device": "cpu", "dtype": "float64", "_estimator": est,
+        "tokens_per_second": round(est.tokens_per_second_), "device": "cpu", "dtype": "float64",
+        "processes": data_parallel.size(group), "_estimator": est,
     }
 
 
@@ -266,12 +270,11 @@ def cmd_fit(args, extra) -> None:
         raise UsageError(f"--labels-out writes each row's cluster: {args.model} clusters documents' words, not rows")
     args.inference = args.inference or MODELS[args.model].default_learner
     group = data_parallel.world_group(args.device) if data_parallel.launched() else None
-    if group is not None and MODELS[args.model].grouped:
-        raise UsageError(f"{args.model} fits in one process: start it without torchrun")
     if group is not None and args.device is not None:  # --device cuda: each process its own GPU
         args.device = str(data_parallel.rank_device(args.device))
     dataset, held_out = _load(args, args.model)
-    record = (run_grouped(args.model, args.inference, dataset, held_out, args, options) if MODELS[args.model].grouped
+    record = (run_grouped(args.model, args.inference, dataset, held_out, args, options, group)
+              if MODELS[args.model].grouped
               else run_one(args.model, args.inference, dataset, args, options, group))
     if data_parallel.rank(group) != 0:
         return

@@ -45,6 +45,13 @@ def _documents(X) -> bool:
     return not (numeric and len({len(doc) for doc in X}) == 1)
 
 
+def _rank_prefix(group) -> str:
+    """The checkpoint files of this process's share of a data-parallel chain."""
+    from bnpzoo.inference.data_parallel import rank, size
+
+    return f"rank-{rank(group)}-of-{size(group)}-chain"
+
+
 class CoupledDP(Estimator):
     """Groups of observations, each group's mixture D_t = sum_s c_ts S_{q_ts}(H_s) built from
     latent DPs H_s ~ DP(alpha_s B) ([Coupled-DP] eq. (6)-(8)); see ``models.coupled_dp``.
@@ -82,8 +89,14 @@ class CoupledDP(Estimator):
         lee_background it found 8 topics and a perplexity of 2163 against 1406 with 0.01).
     prior_mean, prior_kappa, prior_shape, prior_rate : the Normal-Gamma base; real vectors only.
     label_step : how words' labels are drawn (``inference.coupled.gibbs``, step 1): "collapsed",
-        token by token with the topics integrated out, or "blocked", on (group, word) cells: topics
-        drawn, then one multinomial per cell. Blocked costs per cell, not per token, and pays
+        token by token with the topics integrated out, one sequential pass; "parallel" (the document
+        level), with the topics drawn, so that documents are swept in parallel on every core
+        (``inference.coupled.parallel``); or "blocked", on (group, word) cells: topics drawn, then
+        one multinomial per cell. None (default): "parallel" with ``data_parallel``, else
+        "collapsed": on two cores, with the defaults on six corpora (``benchmarks/reports/
+        coupled_scale.md``), "parallel" was no faster a sweep and needed about three times the
+        sweeps for the same held-out perplexity (with the topics drawn, a word's tokens rarely
+        move to an atom that holds none of them). Blocked costs per cell, not per token, and pays
         where tokens repeat within groups (about 30x faster a sweep on digits-bags, though its log
         joint decorrelates about 3x slower a sweep: ``benchmarks/reports/speed.md``); it runs no
         split-merge moves (run on cells, they left that decorrelation as it was).
@@ -118,6 +131,12 @@ class CoupledDP(Estimator):
         the chains. Files of other data or settings are refused. None: no checkpoints.
     checkpoint_every : sweeps between a chain's checkpoints.
     random_state, verbose : seed, and Pyro's progress bar.
+    data_parallel : one chain over the processes of the ``torch.distributed`` default process group
+        (started by ``torchrun``, or your own): every process passes the whole corpus and sweeps its
+        share of the documents (whole blocks of about 4,096 tokens), the counts meet by all-reduce
+        every sweep, and every process ends with the same fit; the chain's draws are those of one
+        process with ``label_step="parallel"`` (``inference.coupled.parallel``). Words with the
+        document level, one chain.
 
     Fitted attributes: ``samples_`` (MCMC's summaries by chain: log_joint, atoms_per_source,
     atoms_per_group, alpha), ``mcmc_`` (the ``pyro.infer.MCMC`` object; ``to_arviz()`` exports it),
@@ -147,7 +166,7 @@ class CoupledDP(Estimator):
         "prior_kappa": Interval(float, 0, low_open=True),
         "prior_shape": Interval(float, 0, low_open=True),
         "prior_rate": Interval(float, 0, low_open=True),
-        "label_step": OneOf("collapsed", "blocked", "parallel"),
+        "label_step": OneOf(None, "collapsed", "blocked", "parallel"),
         "documents": OneOf(None, True, False),
         "doc_concentration": Interval(float, 0, low_open=True, optional=True),
         "split_merge": Interval(int, 0),
@@ -159,6 +178,7 @@ class CoupledDP(Estimator):
         "checkpoint_every": Interval(int, 1),
         "random_state": SEED,
         "verbose": OneOf(True, False),
+        "data_parallel": OneOf(False, True),
     }
     _fit_call = "fit(X, groups)"
     # the fitted parameters: numpy arrays to the caller, tensors in ``tensors_`` (``bnpzoo.base.FittedTensor``)
@@ -171,9 +191,10 @@ class CoupledDP(Estimator):
                           "compile_seconds_", "doc_concentration_")
 
     def __init__(self, *, config="m-ldp", q=None, sigma=1.0, truncation=None, inference="gibbs", alpha=None,
-                 beta=None, prior_mean=0.0, prior_kappa=1.0, prior_shape=1.0, prior_rate=1.0, label_step="collapsed",
+                 beta=None, prior_mean=0.0, prior_kappa=1.0, prior_shape=1.0, prior_rate=1.0, label_step=None,
                  documents=None, doc_concentration=1.0, split_merge=1, max_iter=200, warmup=100, thin=1,
-                 num_chains=1, checkpoint=None, checkpoint_every=50, random_state=None, verbose=False):
+                 num_chains=1, checkpoint=None, checkpoint_every=50, random_state=None, verbose=False,
+                 data_parallel=False):
         self.config = config
         self.q = q
         self.sigma = sigma
@@ -197,6 +218,7 @@ class CoupledDP(Estimator):
         self.checkpoint_every = checkpoint_every
         self.random_state = random_state
         self.verbose = verbose
+        self.data_parallel = data_parallel
 
     # -- data ------------------------------------------------------------------------------
     def _observations(self, X, groups):
@@ -252,17 +274,22 @@ class CoupledDP(Estimator):
         start = time.perf_counter()
         if self.random_state is not None:
             pyro.set_rng_seed(int(self.random_state))
+        group = self._group()
         x, group_index, values, vocab, documents = self._observations(X, groups)
         self.group_values_ = values.tolist()
         self.n_groups_ = len(self.group_values_)
         self.q_ = self._q(self.n_groups_)
         n_tokens = int(x.shape[0])
-        multiplicity = None
-        if self.documents and self.label_step == "blocked":
+        multiplicity, label_step = None, self.label_step or ("parallel" if group is not None else "collapsed")
+        if group is not None and (vocab is None or self.documents is False or label_step != "parallel"
+                                  or self.num_chains > 1):
+            raise ValueError("data_parallel=True fits words with the document level, label_step='parallel' (or None) "
+                             "and one chain")
+        if self.documents and label_step == "blocked":
             raise ValueError("documents=True draws labels token by token: use label_step='collapsed'")
-        self.documents_ = (vocab is not None and self.label_step != "blocked") if self.documents is None \
+        self.documents_ = (vocab is not None and label_step != "blocked") if self.documents is None \
             else self.documents
-        if vocab is not None and self.label_step == "blocked":
+        if vocab is not None and label_step == "blocked":
             x, group_index, multiplicity = gibbs.cells(x, group_index, len(vocab))
         self.truncation_, self.beta_ = self._truncation(vocab is not None), 0.01 if self.beta is None else self.beta
         problem = gibbs.Problem(
@@ -273,7 +300,9 @@ class CoupledDP(Estimator):
             alpha=self._alpha(), split_merge_moves=int(self.split_merge),
             documents=documents if self.documents_ else None,
             doc_concentration=None if self.doc_concentration is None else float(self.doc_concentration),
-            parallel=self.label_step == "parallel")
+            parallel=label_step == "parallel")
+        if group is not None:
+            problem = self._share(problem, group)
         if self.verbose and not sampler_cached():
             print("bnpzoo: compiling the coupled sampler, once (about 10 s; later fits load it from numba's cache)",
                   file=sys.stderr, flush=True)
@@ -304,6 +333,30 @@ class CoupledDP(Estimator):
         self.fit_seconds_ = time.perf_counter() - start
         return self
 
+    def _group(self):
+        """The process group of a data-parallel fit (None: one process)."""
+        from bnpzoo.inference.data_parallel import world_group
+
+        return world_group() if self.data_parallel else None
+
+    @staticmethod
+    def _share(problem, group):
+        """This process's share of ``problem``: whole blocks of documents (``parallel.own_blocks``)."""
+        import dataclasses
+
+        from bnpzoo.inference.coupled.parallel import Ranks, own_blocks
+        from bnpzoo.inference.data_parallel import rank, size
+
+        blocks = problem.document_blocks
+        if len(blocks) - 1 < size(group):
+            raise ValueError(f"the corpus has {len(blocks) - 1} blocks of documents (about 4,096 tokens each), fewer "
+                             f"than the {size(group)} processes: fit it in fewer")
+        first, lo, hi = own_blocks(blocks, rank(group), size(group))
+        tokens = slice(int(problem.document_starts[lo]), int(problem.document_starts[hi]))
+        ranks = Ranks(first_block=first, document_lengths=problem.document_lengths, group=group)
+        return dataclasses.replace(problem, x=problem.x[tokens], groups=problem.groups[tokens],
+                                   documents=problem.documents[tokens] - lo, ranks=ranks)
+
     def _checkpoint(self, problem):
         """The chains' checkpoint folder, keyed to the data and every setting a chain's draws depend on."""
         from bnpzoo.inference.coupled.checkpoint import ChainCheckpoint, fingerprint
@@ -311,7 +364,8 @@ class CoupledDP(Estimator):
         if self.checkpoint is None:
             return None
         key = fingerprint(problem, self.thin, self.random_state)
-        return ChainCheckpoint(Path(self.checkpoint), self.checkpoint_every, key, self.warmup + self.max_iter)
+        prefix = "chain" if problem.ranks is None else _rank_prefix(problem.ranks.group)
+        return ChainCheckpoint(Path(self.checkpoint), self.checkpoint_every, key, self.warmup + self.max_iter, prefix)
 
     def _alpha(self) -> float | None:
         """alpha for the sampler (None: sampled): the parameter, or 1 with the document level."""

@@ -124,7 +124,6 @@ def test_one_rank_fits_as_one_process(one_rank):
 
 
 @pytest.mark.parametrize("command", [["fit", "hdp-gd", "--data", "blobs:n=300", "--groups", "GROUPS"],
-                                     ["fit", "coupled-dp", "--data", "digits-bags"],
                                      ["fit", "dp-gmm", "--data", "blobs:n=300", "--inference", "vmm"],
                                      ["compare", "--data", "blobs:n=300"]])
 def test_under_torchrun_what_runs_in_one_process_is_refused(one_rank, command, tmp_path, capsys):
@@ -132,6 +131,47 @@ def test_under_torchrun_what_runs_in_one_process_is_refused(one_rank, command, t
     assert main([str(tmp_path / "groups.txt") if a == "GROUPS" else a for a in command]) == 2
     err = capsys.readouterr().err
     assert "one process" in err or "needs an SVI learner" in err, err
+
+
+def _coupled_json(command: list) -> dict:
+    out = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    (line,) = [line for line in out.stdout.splitlines() if line.startswith("{")]  # rank 0's, only
+    return json.loads(line)
+
+
+def test_torchrun_runs_one_coupled_chain_whose_draws_are_one_process(tmp_path):
+    """Two processes sweep half the documents each and meet by all-reduce: the chain is the one
+    process's with label_step='parallel', draw for draw (its log joint differs only in the order
+    of a float sum)."""
+    fit = ["-m", "bnpzoo", "fit", "coupled-dp", "--data", "topics:n=20000,topics=5,vocab=200", "--iters", "10",
+           "--json"]
+    alone = _coupled_json([sys.executable, *fit, "--label-step", "parallel"])
+    ranked = _coupled_json([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+                            *fit])
+    assert (alone["processes"], ranked["processes"]) == (1, 2)
+    assert ranked["k_used"] == alone["k_used"] and ranked["n"] == alone["n"] == 20020
+    assert ranked["log_joint"] == pytest.approx(alone["log_joint"], rel=1e-12, abs=0)
+
+
+def test_one_rank_fits_the_coupled_model_as_one_process_and_checkpoints_its_share(one_rank, tmp_path):
+    from bnpzoo.corpus import generated_topics
+
+    corpus = generated_topics(12_000, n_topics=4, vocab_size=100, seed=2)
+    settings = dict(max_iter=4, warmup=2, random_state=0)
+    alone = bnpzoo.CoupledDP(label_step="parallel", **settings).fit(corpus)
+    ranked = bnpzoo.CoupledDP(data_parallel=True, checkpoint=tmp_path, **settings).fit(corpus)
+    # the same draws; the log joint's word term is summed from the count table, not token by token
+    assert torch.allclose(alone.samples_["log_joint"], ranked.samples_["log_joint"], rtol=1e-12, atol=0)
+    assert np.array_equal(alone.topic_word_, ranked.topic_word_)
+    assert [p.name for p in tmp_path.iterdir()] == ["rank-0-of-1-chain-0.pt"]
+    longer = dict(settings, max_iter=6)
+    resumed = bnpzoo.CoupledDP(data_parallel=True, checkpoint=tmp_path, **longer).fit(corpus)
+    assert torch.allclose(resumed.samples_["log_joint"], bnpzoo.CoupledDP(label_step="parallel", **longer).fit(
+        corpus).samples_["log_joint"], rtol=1e-12, atol=0)
+    for wrong in (dict(label_step="collapsed"), dict(num_chains=2), dict(documents=False)):
+        with pytest.raises(ValueError, match="data_parallel=True fits words with the document level"):
+            bnpzoo.CoupledDP(data_parallel=True, **wrong, **settings).fit(corpus)
 
 
 def test_data_parallel_needs_a_process_group_and_an_svi_learner():

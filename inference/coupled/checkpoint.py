@@ -26,7 +26,8 @@ def fingerprint(*parts) -> str:
     digest = hashlib.sha256()
     for part in parts:
         if dataclasses.is_dataclass(part):
-            digest.update(fingerprint(*(getattr(part, f.name) for f in dataclasses.fields(part))).encode())
+            digest.update(fingerprint(*(getattr(part, f.name) for f in dataclasses.fields(part)
+                                        if f.metadata.get("fingerprint", True))).encode())
         elif isinstance(part, torch.Tensor):
             digest.update(f"{part.dtype}{tuple(part.shape)}".encode())
             digest.update(part.detach().cpu().contiguous().numpy().tobytes())
@@ -44,6 +45,7 @@ class ChainCheckpoint:
     every: int
     fingerprint: str
     steps: int
+    prefix: str = "chain"  # the files' names: prefix-<chain>.pt
 
     def __post_init__(self):
         if Path(self.folder).exists() and not Path(self.folder).is_dir():
@@ -54,7 +56,7 @@ class ChainCheckpoint:
             raise ValueError(f"cannot make the checkpoint folder {self.folder}: {err.strerror}") from None
 
     def path(self, chain: int) -> Path:
-        return Path(self.folder) / f"chain-{chain}.pt"
+        return Path(self.folder) / f"{self.prefix}-{chain}.pt"
 
     def load(self, chain: int):
         """(state fields, summaries so far as a list of dicts), with the generators set to where the

@@ -155,8 +155,10 @@ class Problem:
     documents: torch.Tensor | None = None
     doc_concentration: float | None = 1.0
     doc_concentration_prior: tuple = (1.0, 1.0)
-    # the document level's step 1 partially collapsed, documents in parallel (``parallel``)
+    # the document level's step 1 partially collapsed, documents in parallel (``parallel``), and
+    # this process's share of a chain over several (``parallel.Ranks``; x, groups, documents its own)
     parallel: bool = False
+    ranks: parallel_steps.Ranks | None = None
 
     @property
     def sizes(self):
@@ -200,8 +202,13 @@ class Problem:
 
     @cached_property
     def document_lengths(self) -> torch.Tensor:
-        """n_d, the tokens of each document (the document level; every document has some)."""
-        return torch.from_numpy(np.diff(self.document_starts))
+        """n_d, the tokens of each document (the document level; every document has some), of the
+        whole corpus where the chain runs on several processes."""
+        return self.ranks.document_lengths if self.ranks is not None else torch.from_numpy(np.diff(self.document_starts))
+
+    def sum(self, *tensors) -> list:
+        """Sums over documents or tokens: over every process's where the chain runs on several."""
+        return list(tensors) if self.ranks is None else self.ranks.sum(*tensors)
 
     @cached_property
     def group_order(self) -> tuple:
@@ -240,7 +247,7 @@ def label_counts(problem: Problem, z: torch.Tensor) -> torch.Tensor:
         return _sum_rows(z, problem.cell_index[0], t)
     counts = torch.zeros(t * k, dtype=problem.q.dtype, device=z.device)
     counts.index_add_(0, problem.groups * k + z, torch.ones_like(z, dtype=counts.dtype))
-    return counts.view(t, k)
+    return problem.sum(counts.view(t, k))[0]
 
 
 def mixture_counts(problem: Problem, state: GibbsState) -> torch.Tensor:
@@ -287,7 +294,7 @@ def word_counts(problem: Problem, z: torch.Tensor) -> torch.Tensor:
         return _sum_rows(z, problem.cell_index[1], problem.vocab_size).T
     counts = torch.zeros(k * problem.vocab_size, dtype=problem.q.dtype, device=z.device)
     counts.index_add_(0, z * problem.vocab_size + problem.x, torch.ones_like(z, dtype=counts.dtype))
-    return counts.view(k, problem.vocab_size)
+    return problem.sum(counts.view(k, problem.vocab_size))[0]
 
 
 def average_topics(problem: Problem, state: GibbsState) -> GibbsState:
@@ -299,9 +306,14 @@ def average_topics(problem: Problem, state: GibbsState) -> GibbsState:
         _, _, k = problem.sizes
         state = replace(state, topic_sums=torch.zeros(k, problem.vocab_size, dtype=torch.float64),
                         topic_lives=torch.zeros(k, dtype=torch.int64))
-    numba_steps.accumulate_topics(problem.host_arrays[0], _numpy(state.z, np.int64), state.topic_sums.numpy(),
-                                    state.topic_lives.numpy())
-    return state
+    if problem.ranks is None:
+        numba_steps.accumulate_topics(problem.host_arrays[0], _numpy(state.z, np.int64), state.topic_sums.numpy(),
+                                      state.topic_lives.numpy())
+        return state
+    counts = word_counts(problem, state.z).cpu()  # every process's tokens: their sum, as accumulate_topics keeps it
+    alive = counts.sum(1) > 0
+    lives = torch.where(alive, state.topic_lives + 1, torch.zeros_like(state.topic_lives))
+    return replace(state, topic_sums=torch.where(alive[:, None], state.topic_sums, 0.0) + counts, topic_lives=lives)
 
 
 def topic_word(problem: Problem, state: GibbsState) -> torch.Tensor:
@@ -322,7 +334,7 @@ def collapsed_word_log_likelihood(problem: Problem, z: torch.Tensor) -> torch.Te
     sum_k [ln G(V beta) - ln G(n_k + V beta) + sum_w (ln G(n_kw + beta) - ln G(beta))]."""
     _, _, k = problem.sizes
     dtype = problem.q.dtype
-    if problem.multiplicity is None:  # tokens: compiled, one pass (``compiled``)
+    if problem.multiplicity is None and problem.ranks is None:  # tokens: compiled, one pass (``compiled``)
         value = numba_steps.collapsed_log_likelihood(problem.host_arrays[0], _numpy(z, np.int64),
                                                        problem.vocab_size, k, float(problem.beta))
         return torch.tensor(value, dtype=dtype, device=z.device)
@@ -342,7 +354,7 @@ def label_log_likelihood(problem: Problem, state: GibbsState) -> torch.Tensor:
         value = numba_steps.document_log_likelihood(problem.host_arrays[1], problem.document_starts,
                                                       _numpy(state.z, np.int64), _numpy(mix),
                                                       doc_concentration(problem, state))
-        return torch.tensor(value, dtype=mix.dtype, device=mix.device)
+        return problem.sum(torch.tensor(value, dtype=mix.dtype, device=mix.device))[0]
     counts = label_counts(problem, state.z)
     return torch.where(counts > 0, counts * mix.log(), torch.zeros_like(mix)).sum()
 
@@ -361,6 +373,11 @@ def prior_labels(problem: Problem, state: GibbsState) -> GibbsState:
     mix = mixing_weights(state.coeffs, state.inherit, state.weight, state.source, s)
     if problem.multiplicity is not None:
         return replace(state, z=_multinomial_counts(problem.multiplicity, mix[problem.groups]))
+    if problem.parallel and problem.documents is not None:  # by blocks: a chain's start in any number of processes
+        z = np.empty(len(problem.groups), dtype=np.int64)
+        parallel_steps.prior_document_labels(problem.host_arrays[1], problem.document_starts, problem.document_blocks,
+                                             _numpy(mix), z, _block_seed(problem))
+        return replace(state, z=torch.from_numpy(z).to(problem.groups.device))  # the tables come with step 1
     z = torch.empty_like(problem.groups)
     for t in range(mix.shape[0]):
         members = problem.groups == t
@@ -421,17 +438,22 @@ def _parallel_document_labels(problem: Problem, state: GibbsState, mix: torch.Te
     x, groups = problem.host_arrays
     z = _numpy(state.z, np.int64)
     counts = np.bincount(x * k + z, minlength=problem.vocab_size * k).reshape(problem.vocab_size, k)
-    phi = parallel_steps.draw_topics(torch.from_numpy(counts.astype(np.float64)), problem.beta).numpy()
+    phi = parallel_steps.draw_topics(problem.sum(torch.from_numpy(counts.astype(np.float64)))[0], problem.beta).numpy()
     mixing, b = _numpy(mix), doc_concentration(problem, state)
     # D_t(k) below 1e-30 of the group's largest flushed to 0 in the prior bucket (``update_labels``)
     prior = b * np.where(mixing < 1e-30 * mixing.max(1, keepdims=True), 0.0, mixing)
     opened = np.empty(len(z), dtype=np.bool_)
     numba.set_num_threads(parallel_steps.threads())
     parallel_steps.sweep_documents(x, groups, problem.document_starts, problem.document_blocks, z, opened, phi,
-                                   prior, prior @ phi.T, mixing, numba_steps.row_cumsum(mixing), b,
-                                   int(torch.randint(2**31 - 1, ())))
-    tables = np.bincount(groups * k + z, weights=opened, minlength=t * k).reshape(t, k)
-    return replace(state, z=torch.from_numpy(z).to(state.z.device), tables=torch.from_numpy(tables).to(mix))
+                                   prior, prior @ phi.T, mixing, numba_steps.row_cumsum(mixing), b, _block_seed(problem))
+    tables = problem.sum(torch.from_numpy(np.bincount(groups * k + z, weights=opened, minlength=t * k).reshape(t, k)))
+    return replace(state, z=torch.from_numpy(z).to(state.z.device), tables=tables[0].to(mix))
+
+
+def _block_seed(problem: Problem) -> int:
+    """The seed of this process's first block of documents: one draw of torch's generator, the same
+    in every process, shifted by the blocks before this process's share (``parallel``)."""
+    return int(torch.randint(2**31 - 1, ())) + (0 if problem.ranks is None else problem.ranks.first_block)
 
 
 def _document_arrays(problem: Problem, state: GibbsState, z: np.ndarray, mix: torch.Tensor) -> tuple:

@@ -100,7 +100,7 @@ def prepare(problem: gibbs.Problem) -> float:
     head = {"x": problem.x[:cut], "groups": problem.groups[:cut]}
     head.update({name: getattr(problem, name)[:cut] for name in ("multiplicity", "documents")
                  if getattr(problem, name) is not None})
-    small = dataclasses.replace(problem, **head)
+    small = dataclasses.replace(problem, ranks=None, **head)  # each process compiles alone
     rng = torch.get_rng_state()  # the fit's draws stay those it would make without this
     log_joint(small, gibbs.average_topics(small, CoupledGibbsKernel(small)._initial_state()))
     torch.set_rng_state(rng)

@@ -36,18 +36,53 @@ The documents are cut into blocks of about ``BLOCK_TOKENS`` consecutive tokens; 
 from numba's generator seeded with (sweep seed + j), so a sweep's draws do not depend on the
 number of threads, nor on how blocks are shared among processes.
 
+Several processes (``Ranks``, ``torch.distributed``): each holds whole blocks of documents, its
+share, and sweeps them; the word counts n_kw that 1a reads and the tables m_tk that steps 2-7 read
+are sums over documents, all-reduced every sweep, and every other draw (phi, steps 2-7, b) comes from
+torch's generator on the same sums in every process. With the blocks' seeds, a chain's draws are the
+same whatever the number of processes and threads: only the order in which float64 sums of integer
+counts are added differs, and those are exact below 2^53.
+
 What it costs: 1a draws K V gammas a sweep, which the collapsed step never does; 1b's work per
 token is the atoms its document uses, not the atoms its group reaches. So it pays on corpora
 whose tokens outnumber K V many times, and on more than one core (``gibbs.Problem.parallel``).
 """
 
 import math
+import os
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 from numba import njit, prange
 
 from bnpzoo.inference.coupled.compiled import add_token, free_atom, remove_token
+
+
+@dataclass(frozen=True)
+class Ranks:
+    """This process's share of a data-parallel chain: the blocks ``first_block``, ... of the corpus's
+    (``document_blocks``) and their tokens; ``document_lengths`` n_d of every document of the corpus
+    (b's step reads them all); ``group`` the ``torch.distributed`` process group."""
+
+    first_block: int
+    document_lengths: torch.Tensor
+    group: object = field(repr=False, compare=False, metadata={"fingerprint": False})
+
+    def sum(self, *tensors) -> list:
+        """Each tensor summed over the processes (``inference.data_parallel.all_sum``)."""
+        from bnpzoo.inference.data_parallel import all_sum
+
+        return all_sum(tensors, self.group)
+
+
+def own_blocks(blocks: np.ndarray, rank: int, size: int) -> tuple:
+    """(first block, first document, end document) of process ``rank`` of ``size``: contiguous
+    shares of the blocks, differing by at most one block."""
+    count = len(blocks) - 1
+    first, end = rank * count // size, (rank + 1) * count // size
+    return first, int(blocks[first]), int(blocks[end])
+
 
 BLOCK_TOKENS = 4096  # tokens per block of documents (one generator seed each)
 compiled_parallel = njit(cache=True, error_model="numpy", parallel=True)
@@ -68,12 +103,14 @@ def document_blocks(document_starts: np.ndarray, block_tokens: int = BLOCK_TOKEN
 
 def threads() -> int:
     """The threads of ``sweep_documents``: ``BNPZOO_THREADS`` where it is a number, else every core
-    numba may use (the estimators run torch on one thread for the small steps around it)."""
+    numba may use (the estimators run torch on one thread for the small steps around it), shared
+    among the processes torchrun started on this host."""
     import numba
 
     from bnpzoo.threads import threads_for
 
-    return min(threads_for(float("inf")) or numba.config.NUMBA_NUM_THREADS, numba.config.NUMBA_NUM_THREADS)
+    cores = numba.config.NUMBA_NUM_THREADS // int(os.environ.get("LOCAL_WORLD_SIZE", 1))  # torchrun's processes share
+    return max(1, min(threads_for(float("inf")) or cores, numba.config.NUMBA_NUM_THREADS))
 
 
 def draw_topics(word_atom_counts: torch.Tensor, beta: float) -> torch.Tensor:
@@ -81,6 +118,23 @@ def draw_topics(word_atom_counts: torch.Tensor, beta: float) -> torch.Tensor:
     Draws that underflow are kept at the smallest normal number (``gibbs._floored``)."""
     gammas = torch._standard_gamma(word_atom_counts + beta).clamp_min(torch.finfo(torch.float64).tiny)
     return gammas / gammas.sum(0, keepdim=True)
+
+
+@compiled_parallel
+def prior_document_labels(groups, starts, blocks, mixing, z, seed):  # pragma: no cover (compiled)
+    """z_i ~ D_t for every token (``gibbs.prior_labels``), blocks in parallel, block j from numba's
+    generator seeded with (seed + j): the start of a chain, the same in any number of processes."""
+    for block in prange(blocks.shape[0] - 1):
+        np.random.seed((seed + block) % 4294967296)
+        for i in range(starts[blocks[block]], starts[blocks[block + 1]]):
+            t = groups[i]
+            target, acc, j = np.random.random(), 0.0, 0
+            while j < mixing.shape[1] - 1:
+                acc += mixing[t, j]
+                if acc > target:
+                    break
+                j += 1
+            z[i] = j
 
 
 @compiled
