@@ -235,11 +235,13 @@ def test_a_sampled_document_concentration_is_kept_and_traced():
 
 
 def test_a_full_atom_pool_is_not_silent():
-    """Three topics: with s-ldp's one latent DP of 2 atoms every atom holds data, and the fit says
-    which setting to raise; with 12 atoms it stays silent."""
+    """Three topics: with s-ldp's one latent DP of 2 atoms and no warm-up (in which the pool would
+    grow) every atom holds data, and the fit says which setting to raise; with 12 atoms it stays
+    silent."""
     docs, groups = _corpus(docs_per_group=4)
     with pytest.warns(UserWarning, match="larger truncation"):
-        CoupledDP(config="s-ldp", truncation=2, beta=0.1, max_iter=10, warmup=10, random_state=0).fit(docs, groups)
+        fit = CoupledDP(config="s-ldp", truncation=2, beta=0.1, max_iter=10, warmup=0, random_state=0).fit(docs, groups)
+    assert fit.truncation_ == 2
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         CoupledDP(config="s-ldp", truncation=12, beta=0.1, max_iter=10, warmup=10, random_state=0).fit(docs, groups)
@@ -324,3 +326,16 @@ def test_one_latent_dp_inherited_in_full_predicts_like_a_dp_mixture(documents):
             estimate += (weights[:, None] * gibbs.topic_word(problem, state)).sum(0)
     estimate /= draws
     assert torch.allclose(estimate, exact.double(), atol=0.01), (estimate, exact)
+
+
+def test_a_pool_that_warm_up_fills_grows_and_the_kept_samples_leave_room():
+    """One atom per latent DP to start (11 atoms for a corpus of 20 topics): warm-up grows the pool
+    (``gibbs.grown``) until its labels use less than 95 % of it, and nothing warns."""
+    from bnpzoo.corpus import generated_topics
+
+    corpus = generated_topics(20_000, n_topics=20, vocab_size=300, seed=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        grown = CoupledDP(truncation=1, max_iter=10, warmup=30, random_state=0).fit(corpus)
+    pool = grown.truncation_ * grown.q_.shape[1]
+    assert grown.truncation_ > 2 and grown.samples_["atoms_per_source"].sum(-1).max() < pool

@@ -258,6 +258,8 @@ def test_an_online_hdp_gd_stream_resumed_after_save_and_load_or_a_pickle_equals_
 
 DOCS = [[f"w{RNG.integers(5) + 5 * (d % 2)}" for _ in range(20)] for d in range(12)]
 CHAINS = {"words, 2 chains": (dict(X=DOCS, groups=np.arange(12) % 3), dict(num_chains=2)),
+          # a pool of 4 atoms that warm-up fills and grows (``gibbs.grown``): the checkpoints keep it
+          "words, 2 chains, a growing pool": (dict(X=DOCS, groups=np.arange(12) % 3), dict(num_chains=2, truncation=1)),
           "vectors, thin 2": (dict(X=X[:60], groups=np.arange(60) % 3), dict(thin=2))}
 
 
@@ -282,6 +284,7 @@ def _gibbs(data, checkpoint=None, stop_at=None, **options):
 
 
 @pytest.mark.filterwarnings("ignore::bnpzoo.ConvergenceWarning")  # 8 samples a chain
+@pytest.mark.filterwarnings("ignore:every one of the")  # the growing pool, after 4 sweeps of warm-up
 @pytest.mark.parametrize("case", CHAINS)
 def test_a_gibbs_run_resumed_from_its_checkpoint_equals_the_uninterrupted_run(case, tmp_path, chains_in_this_process):
     data, options = CHAINS[case]
@@ -298,6 +301,7 @@ def test_a_gibbs_run_resumed_from_its_checkpoint_equals_the_uninterrupted_run(ca
             assert torch.equal(resumed.samples_[name], value), (stop_at, name)
         final = "topic_word_" if whole.means_ is None else "means_"
         assert np.array_equal(getattr(resumed, final), getattr(whole, final))
+        assert resumed.truncation_ == whole.truncation_ > options.get("truncation", 0)
 
 
 def test_a_checkpoint_continues_into_a_longer_run_and_refuses_another_fit(tmp_path):

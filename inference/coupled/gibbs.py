@@ -99,6 +99,7 @@ the labels only through the counts m_tk and run as one compiled call on them (``
 about twice as fast as torch's small calls, ``benchmarks/reports/speed.md``).
 """
 
+import math
 from dataclasses import dataclass, replace
 from functools import cached_property
 
@@ -654,6 +655,51 @@ def coefficient_log_density(problem: Problem, state: GibbsState) -> torch.Tensor
 
 
 STEPS = (update_labels, update_inheritance, update_coefficients, update_atoms, update_sources, update_weights)
+
+# -- the pool of atoms ---------------------------------------------------------------------------
+FULL = 0.95  # a pool whose atoms hold data in at least this share of them is full (``pool_full``)
+GROWTH = 1.5  # a full pool grows to ceil(GROWTH L) atoms per latent DP (``grown``)
+
+
+def pool_full(problem: Problem, state: GibbsState) -> bool:
+    """Whether at least ``FULL`` of the pool's atoms hold data (with the document level, tables:
+    an atom holds a token of a document only where it holds one of its tables)."""
+    counts = state.tables if problem.documents is not None else label_counts(problem, state.z)
+    return int((counts.sum(0) > 0).sum()) >= FULL * problem.sizes[2]
+
+
+def grown(problem: Problem, state: GibbsState) -> tuple:
+    """(problem, state) with ceil(GROWTH L) atoms per latent DP: the new atoms hold no data, their
+    owners, weights, inheritance and (Gaussian) parameters drawn from the prior of the truncation
+    with the larger L. A change of the model (the weights' prior is Gamma(alpha / L)), so the sampler
+    makes it in warm-up only (``kernel``): the kept sweeps run on one truncation, whose pool the
+    data then no longer fill, and the next sweeps redraw every weight under its prior."""
+    t, s, k = problem.sizes
+    per_source = math.ceil(GROWTH * problem.atoms_per_source)
+    extra = per_source - problem.atoms_per_source
+    source = torch.arange(s, device=state.source.device).repeat_interleave(extra)
+    weight = _floored(_log_gamma(state.alpha[source] / per_source).exp())
+    inherit = torch.bernoulli(problem.q[:, source]).to(state.inherit)
+    params = dict(state.params)
+    if problem.family == "gaussian":
+        d = problem.x.shape[1]
+        precision = torch.distributions.Gamma(problem.prior_shape, problem.prior_rate).sample((len(source), d))
+        precision = precision.to(params["precision"])
+        mean = problem.prior_mean + (problem.prior_kappa * precision).rsqrt() * torch.randn_like(precision)
+        params = {"mean": torch.cat([params["mean"], mean]), "precision": torch.cat([params["precision"], precision])}
+    empty = lambda value, dim=-1: None if value is None else torch.cat(  # noqa: E731  no data on the new atoms
+        [value, value.new_zeros(value.shape[:dim] + (extra * s,) + value.shape[dim:][1:])], dim)
+    state = replace(state, source=torch.cat([state.source, source]), weight=torch.cat([state.weight, weight]),
+                    inherit=torch.cat([state.inherit, inherit], 1), params=params, tables=empty(state.tables),
+                    z=empty(state.z) if state.z.ndim == 2 else state.z, topic_sums=empty(state.topic_sums, 0),
+                    topic_lives=empty(state.topic_lives))
+    return replace(problem, atoms_per_source=per_source), state
+
+
+def resized(problem: Problem, state: GibbsState) -> Problem:
+    """``problem`` with the pool of ``state`` (grown in warm-up, ``grown``)."""
+    per_source = state.weight.shape[0] // problem.sizes[1]
+    return problem if per_source == problem.atoms_per_source else replace(problem, atoms_per_source=per_source)
 
 
 def sweep(problem: Problem, state: GibbsState, sweeps: int = 1) -> GibbsState:

@@ -114,6 +114,7 @@ class CoupledGibbsKernel(MCMCKernel):
     def __init__(self, problem: gibbs.Problem, *, init_sweeps: int = 1, thin: int = 1, state_dir=None,
                  checkpoint: ChainCheckpoint | None = None):
         self.problem, self.init_sweeps, self.thin = problem, init_sweeps, thin
+        self._problem = problem  # each chain starts from it (a chain's warm-up may grow its pool)
         self.state_dir, self.checkpoint = state_dir, checkpoint
         self.transforms = {}
         self.model = None  # arviz.from_pyro reads it; None skips its observed-data group
@@ -153,12 +154,13 @@ class CoupledGibbsKernel(MCMCKernel):
         return summary
 
     def setup(self, warmup_steps, *args, **kwargs):
-        self._warmup_steps, self._t = warmup_steps, 0
+        self._warmup_steps, self._t, self.problem = warmup_steps, 0, self._problem
         saved = None if self.checkpoint is None else self.checkpoint.load(self._chain)
         if saved is None:
             self.state, self._summaries = self._initial_state(), []
         else:
             self.state, self._summaries = gibbs.GibbsState(**saved[0]), saved[1]
+            self.problem = gibbs.resized(self.problem, self.state)  # as it had grown
         self._replayed = self._saved_at = len(self._summaries)
 
     @property
@@ -179,6 +181,8 @@ class CoupledGibbsKernel(MCMCKernel):
             # lee_background) and the topics' average are for kept samples only
             if self._t < self._warmup_steps:
                 summary = params
+                if gibbs.pool_full(self.problem, self.state):  # the truncation is not to bind: more atoms
+                    self.problem, self.state = gibbs.grown(self.problem, self.state)
             else:
                 self.state = gibbs.average_topics(self.problem, self.state)
                 summary = self.summary(self.state)
