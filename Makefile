@@ -63,6 +63,7 @@ bench: $(VENV)/.installed
 	$(VENV)/bin/python benchmarks/bench_coupled.py
 	$(VENV)/bin/python benchmarks/bench_coupled_documents.py
 	$(VENV)/bin/python benchmarks/bench_coupled_rhat.py
+	$(VENV)/bin/python benchmarks/bench_coupled_scale.py
 
 # The tutorials as notebooks, executed (outputs and figures in place) by the set-up's own nbclient
 # and ipykernel: they open in any notebook viewer, and rerun in Jupyter or VS Code.

@@ -71,7 +71,8 @@ class CoupledDP(Estimator):
     sigma : the coupling range of m-ldp and sngp.
     truncation : L, atoms per latent DP at the start (the sampler's pool holds S L atoms; an atom can
         move between latent DPs, so with many latent DPs a few each suffice). A warm-up sweep whose
-        labels use 95 % of the pool grows it to 1.5 L atoms per latent DP (``gibbs.grown``), so the
+        labels use 95 % of the pool grows it to 1.5 L atoms per latent DP (``gibbs.grown``; looked at
+        every 10 sweeps), so the
         truncation does not bind; the kept sweeps run on the final pool (``truncation_``), and a fit
         whose kept samples still fill it warns. None: a pool of about 150 atoms for words
         (ceil(150 / S) each; on lee_background the default fit used 141 of 154 atoms, and pools of

@@ -336,6 +336,6 @@ def test_a_pool_that_warm_up_fills_grows_and_the_kept_samples_leave_room():
     corpus = generated_topics(20_000, n_topics=20, vocab_size=300, seed=0)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        grown = CoupledDP(truncation=1, max_iter=10, warmup=30, random_state=0).fit(corpus)
+        grown = CoupledDP(truncation=1, max_iter=10, warmup=60, random_state=0).fit(corpus)
     pool = grown.truncation_ * grown.q_.shape[1]
     assert grown.truncation_ > 2 and grown.samples_["atoms_per_source"].sum(-1).max() < pool

@@ -496,3 +496,19 @@ def test_the_averaged_topics_are_the_mean_over_each_atoms_current_life():
     plain = counts[2] + problem.beta  # without kept sweeps: the labels alone
     assert torch.allclose(gibbs.topic_word(problem, replace(state, topic_sums=None)),
                           plain / plain.sum(1, keepdim=True))
+
+
+def test_document_blocks_cover_the_corpus_and_processes_share_whole_blocks():
+    from bnpzoo.inference.coupled.parallel import document_blocks, own_blocks
+
+    lengths = np.random.default_rng(0).integers(1, 300, 500)
+    starts = np.concatenate([[0], np.cumsum(lengths)])
+    blocks = document_blocks(starts, block_tokens=1000)
+    assert blocks[0] == 0 and blocks[-1] == len(lengths) and (np.diff(blocks) > 0).all()
+    tokens = np.diff(starts[blocks])
+    assert (tokens[:-1] >= 1000).all() and (tokens[:-1] < 1000 + lengths.max()).all()
+    for size in (1, 2, 3, 7):
+        shares = [own_blocks(blocks, rank, size) for rank in range(size)]
+        assert shares[0][1] == 0 and shares[-1][2] == len(lengths)
+        assert all(a[2] == b[1] for a, b in zip(shares, shares[1:]))  # contiguous, no document twice
+        assert all(blocks[first] == lo for first, lo, _ in shares)

@@ -259,7 +259,8 @@ def test_an_online_hdp_gd_stream_resumed_after_save_and_load_or_a_pickle_equals_
 DOCS = [[f"w{RNG.integers(5) + 5 * (d % 2)}" for _ in range(20)] for d in range(12)]
 CHAINS = {"words, 2 chains": (dict(X=DOCS, groups=np.arange(12) % 3), dict(num_chains=2)),
           # a pool of 4 atoms that warm-up fills and grows (``gibbs.grown``): the checkpoints keep it
-          "words, 2 chains, a growing pool": (dict(X=DOCS, groups=np.arange(12) % 3), dict(num_chains=2, truncation=1)),
+          "words, 2 chains, a growing pool": (dict(X=DOCS, groups=np.arange(12) % 3),
+                                              dict(num_chains=2, truncation=1, warmup=12)),
           "vectors, thin 2": (dict(X=X[:60], groups=np.arange(60) % 3), dict(thin=2))}
 
 

@@ -448,6 +448,7 @@ def _parallel_document_labels(problem: Problem, state: GibbsState, mix: torch.Te
     parallel_steps.sweep_documents(x, groups, problem.document_starts, problem.document_blocks, z, opened, phi,
                                    prior, prior @ phi.T, mixing, numba_steps.row_cumsum(mixing), b, _block_seed(problem))
     tables = problem.sum(torch.from_numpy(np.bincount(groups * k + z, weights=opened, minlength=t * k).reshape(t, k)))
+    parallel_steps.release_memory()
     return replace(state, z=torch.from_numpy(z).to(state.z.device), tables=tables[0].to(mix))
 
 

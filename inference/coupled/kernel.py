@@ -107,6 +107,9 @@ def prepare(problem: gibbs.Problem) -> float:
     return time.perf_counter() - start
 
 
+GROW_EVERY = 10  # warm-up sweeps 10, 20, ... look whether the pool is full (``gibbs.grown``)
+
+
 class CoupledGibbsKernel(MCMCKernel):
     """One chain of the sampler on ``problem``; ``thin``: sweeps per sample; ``state_dir``: a
     folder for the final states; ``checkpoint``: where chains save and resume."""
@@ -181,7 +184,10 @@ class CoupledGibbsKernel(MCMCKernel):
             # lee_background) and the topics' average are for kept samples only
             if self._t < self._warmup_steps:
                 summary = params
-                if gibbs.pool_full(self.problem, self.state):  # the truncation is not to bind: more atoms
+                # the truncation is not to bind: a full pool grows, looked at every GROW_EVERY sweeps
+                # (a chain's first sweeps spread its labels over every atom, data or not; a fixed
+                # schedule, so that a resumed chain grows where the uninterrupted one did)
+                if (self._t + 1) % GROW_EVERY == 0 and gibbs.pool_full(self.problem, self.state):
                     self.problem, self.state = gibbs.grown(self.problem, self.state)
             else:
                 self.state = gibbs.average_topics(self.problem, self.state)

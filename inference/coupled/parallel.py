@@ -113,6 +113,29 @@ def threads() -> int:
     return max(1, min(threads_for(float("inf")) or cores, numba.config.NUMBA_NUM_THREADS))
 
 
+def release_memory() -> None:
+    """Give the memory that numba's threads freed back to the system (glibc's ``malloc_trim``; a
+    no-op elsewhere). Without it a fit grew by about 12 MB a sweep on enwiki's 127,583 tokens, as
+    each thread's malloc arena kept what it freed (with one arena, ``MALLOC_ARENA_MAX=1``, it did
+    not grow)."""
+    if _LIBC is not None:
+        _LIBC.malloc_trim(0)
+
+
+def _glibc():
+    import ctypes
+    import ctypes.util
+
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        return libc if hasattr(libc, "malloc_trim") else None
+    except OSError:
+        return None
+
+
+_LIBC = _glibc()
+
+
 def draw_topics(word_atom_counts: torch.Tensor, beta: float) -> torch.Tensor:
     """phi word-major, (V, K): each column phi_k ~ Dir(beta + n_k.) (step 1a), from torch's generator.
     Draws that underflow are kept at the smallest normal number (``gibbs._floored``)."""
