@@ -211,7 +211,7 @@ def main():
     lines = [f"# The coupled topic model against tomotopy's HDP, real corpora and scale ({datetime.date.today()}, "
              f"{platform.machine()}, {cores} cores, load average at start {load:.2f})", "",
              "Corpora and settings in the script's docstring; bnpzoo's sampling uses every core numba may use "
-             "(``label_step=\"parallel\"``) or one (the defaults' sequential sampler); tomotopy as named. "
+             "(`label_step=\"parallel\"`) or one (the defaults' sequential sampler); tomotopy as named. "
              "Lower perplexity is better.", ""]
     table = ["| corpus | training tokens | model | held-out perplexity | tokens/s | topics | compile s | peak MB |",
              "|---|---|---|---|---|---|---|---|"]
