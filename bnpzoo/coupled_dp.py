@@ -70,11 +70,10 @@ class CoupledDP(Estimator):
         the inheritance probabilities q_ts; ``q`` (a groups x sources matrix) overrides it.
     sigma : the coupling range of m-ldp and sngp.
     truncation : L, atoms per latent DP at the start (the sampler's pool holds S L atoms; an atom can
-        move between latent DPs, so with many latent DPs a few each suffice). A warm-up sweep whose
-        labels use 95 % of the pool grows it to 1.5 L atoms per latent DP (``gibbs.grown``; looked at
-        every 10 sweeps), so the
-        truncation does not bind; the kept sweeps run on the final pool (``truncation_``), and a fit
-        whose kept samples still fill it warns. None: a pool of about 150 atoms for words
+        move between latent DPs, so with many latent DPs a few each suffice). Every 10th warm-up
+        sweep whose labels use 95 % of the pool grows it to 1.5 L atoms per latent DP
+        (``gibbs.grown``), so the truncation does not bind; the kept sweeps run on the final pool
+        (``truncation_``), and a fit whose kept samples still fill it warns. None: a pool of about 150 atoms for words
         (ceil(150 / S) each; on lee_background the default fit used 141 of 154 atoms, and pools of
         308 and 616 atoms 165 and 175 topics with held-out perplexity 1.5 % and 3.1 % worse), 10
         atoms per latent DP for real vectors.
@@ -96,10 +95,10 @@ class CoupledDP(Estimator):
         level), with the topics drawn, so that documents are swept in parallel on every core
         (``inference.coupled.parallel``); or "blocked", on (group, word) cells: topics drawn, then
         one multinomial per cell. None (default): "parallel" with ``data_parallel``, else
-        "collapsed": on two cores, with the defaults on six corpora (``benchmarks/reports/
-        coupled_scale.md``), "parallel" was no faster a sweep and needed about three times the
-        sweeps for the same held-out perplexity (with the topics drawn, a word's tokens rarely
-        move to an atom that holds none of them). Blocked costs per cell, not per token, and pays
+        "collapsed": on two cores (``benchmarks/reports/coupled_scale.md``, six corpora and
+        generated ones), "parallel" was faster a sweep only from about ten million tokens, and it
+        needed about three times the sweeps for the same held-out perplexity (with the topics
+        drawn, a word's tokens rarely move to an atom that holds none of them). Blocked costs per cell, not per token, and pays
         where tokens repeat within groups (about 30x faster a sweep on digits-bags, though its log
         joint decorrelates about 3x slower a sweep: ``benchmarks/reports/speed.md``); it runs no
         split-merge moves (run on cells, they left that decorrelation as it was).
@@ -292,6 +291,8 @@ class CoupledDP(Estimator):
             raise ValueError("documents=True draws labels token by token: use label_step='collapsed'")
         self.documents_ = (vocab is not None and label_step != "blocked") if self.documents is None \
             else self.documents
+        if label_step == "parallel" and not self.documents_:
+            raise ValueError("label_step='parallel' sweeps documents: it needs words with the document level")
         if vocab is not None and label_step == "blocked":
             x, group_index, multiplicity = gibbs.cells(x, group_index, len(vocab))
         self.truncation_, self.beta_ = self._truncation(vocab is not None), 0.01 if self.beta is None else self.beta

@@ -91,6 +91,11 @@ j-th token of atom k in document d, j = 0, 1, ..., opens a table with probabilit
 likelihood. As b grows every token opens a table (m = n) and theta_d -> D_t: the model without
 documents.
 
+In a sweep the labels, the block moves and the tables run as one compiled call on one count of z
+(``compiled.document_sweep``). With ``Problem.parallel`` step 1 is partially collapsed instead:
+the topics drawn, then the documents swept in parallel, on threads and across processes
+(``inference.coupled.parallel``, derived there).
+
 Sources with q_ts = 0 are never inherited by group t; c_ts is then 0 and the Dirichlet densities
 run over the sources with q_ts > 0. Steps 1 (words), 2 and 5 run on the CPU; the others run
 where the data lie, except on cells, where the whole sweep runs compiled on the CPU, and for words
@@ -674,8 +679,8 @@ def grown(problem: Problem, state: GibbsState) -> tuple:
     owners, weights, inheritance and (Gaussian) parameters drawn from the prior of the truncation
     with the larger L. A change of the model (the weights' prior is Gamma(alpha / L)), so the sampler
     makes it in warm-up only (``kernel``): the kept sweeps run on one truncation, whose pool the
-    data then no longer fill, and the next sweeps redraw every weight under its prior."""
-    t, s, k = problem.sizes
+    data then no longer fill, and the next sweeps redraw every weight under the new prior."""
+    _, s, _ = problem.sizes
     per_source = math.ceil(GROWTH * problem.atoms_per_source)
     extra = per_source - problem.atoms_per_source
     source = torch.arange(s, device=state.source.device).repeat_interleave(extra)
