@@ -154,6 +154,21 @@ def test_torchrun_runs_one_coupled_chain_whose_draws_are_one_process(tmp_path):
     assert ranked["log_joint"] == pytest.approx(alone["log_joint"], rel=1e-12, abs=0)
 
 
+@pytest.mark.slow
+def test_a_torchrun_chain_continues_from_its_processes_checkpoints(tmp_path):
+    """Two processes write one checkpoint each; the same launch with more samples continues them and
+    ends where an uninterrupted launch does."""
+    def launch(*extra):
+        return _coupled_json([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+                              "-m", "bnpzoo", "fit", "coupled-dp", "--data", "topics:n=20000,topics=5,vocab=200",
+                              "--warmup", "4", "--json", *extra])
+
+    launch("--iters", "6", "--checkpoint", str(tmp_path))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["rank-0-of-2-chain-0.pt", "rank-1-of-2-chain-0.pt"]
+    continued = launch("--iters", "10", "--checkpoint", str(tmp_path))
+    assert continued["log_joint"] == launch("--iters", "10")["log_joint"]
+
+
 def test_one_rank_fits_the_coupled_model_as_one_process_and_checkpoints_its_share(one_rank, tmp_path):
     from bnpzoo.corpus import generated_topics
 
