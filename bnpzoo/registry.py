@@ -40,8 +40,8 @@ class Entry:
             elif isinstance(constraint, OneOf) and set(constraint.options) == {None, True, False}:
                 kwargs.update(type=on_or_off, nargs="?", const=True, choices=(True, False), metavar="on|off",
                               help="on or off (default: the estimator chooses from the data)")
-            elif isinstance(constraint, OneOf):
-                kwargs["choices"] = constraint.options
+            elif isinstance(constraint, OneOf):  # None: the estimator's default, what leaving the flag out gives
+                kwargs["choices"] = [option for option in constraint.options if option is not None]
             elif isinstance(constraint, (Interval, Scale, Folder, AnyOf)):
                 kwargs["type"] = constraint.kind
             yield "--" + name.replace("_", "-"), name, kwargs
