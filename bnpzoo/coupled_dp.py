@@ -355,8 +355,9 @@ class CoupledDP(Estimator):
 
         blocks = problem.document_blocks
         if len(blocks) - 1 < size(group):
-            raise ValueError(f"the corpus has {len(blocks) - 1} blocks of documents (about 4,096 tokens each), fewer "
-                             f"than the {size(group)} processes: fit it in fewer")
+            count = len(blocks) - 1
+            raise ValueError(f"the corpus makes {count} block{'s' * (count != 1)} of documents (about 4,096 tokens "
+                             f"each), fewer than the {size(group)} processes: fit it in fewer")
         first, lo, hi = own_blocks(blocks, rank(group), size(group))
         tokens = slice(int(problem.document_starts[lo]), int(problem.document_starts[hi]))
         ranks = Ranks(first_block=first, document_lengths=problem.document_lengths, group=group)

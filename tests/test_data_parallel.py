@@ -1,5 +1,6 @@
 """Data-parallel SVI (``inference.data_parallel``): two gloo processes on localhost fit as one process
-whose minibatches are the union of theirs, for every SVI learner."""
+whose minibatches are the union of theirs, for every SVI learner; and the coupled sampler's chain
+over processes (``inference.coupled.parallel``) is one process's."""
 
 import json
 import os
@@ -7,6 +8,7 @@ import socket
 import subprocess
 import sys
 from pathlib import Path
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -184,6 +186,9 @@ def test_one_rank_fits_the_coupled_model_as_one_process_and_checkpoints_its_shar
     resumed = bnpzoo.CoupledDP(data_parallel=True, checkpoint=tmp_path, **longer).fit(corpus)
     assert torch.allclose(resumed.samples_["log_joint"], bnpzoo.CoupledDP(label_step="parallel", **longer).fit(
         corpus).samples_["log_joint"], rtol=1e-12, atol=0)
+    with pytest.raises(ValueError, match="makes 1 block of documents"):  # 2 processes, as if, on one block
+        with mock.patch("bnpzoo.inference.data_parallel.size", lambda group: 2):
+            bnpzoo.CoupledDP(data_parallel=True, **settings).fit(generated_topics(3_000, seed=2))
     for wrong in (dict(label_step="collapsed"), dict(num_chains=2), dict(documents=False)):
         with pytest.raises(ValueError, match="data_parallel=True fits words with the document level"):
             bnpzoo.CoupledDP(data_parallel=True, **wrong, **settings).fit(corpus)
