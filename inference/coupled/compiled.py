@@ -305,6 +305,16 @@ def document_log_likelihood(groups, starts, z, mixing, b):  # pragma: no cover (
 
 
 @compiled
+def move_prior_ratio(t, k, j, n, mixing, b, free):
+    """The block move's log ratio but for the cell's words (``document_moves``): n tokens of a
+    document of group t from atom k to atom j, theta_d integrated out, and the proposals' ratio
+    (``free`` the mass of D_t on the atoms the document's other cells leave free, k and j included)."""
+    bk, bj = b * mixing[t, k], b * mixing[t, j]
+    return (math.lgamma(bj + n) - math.lgamma(bj) - math.lgamma(bk + n) + math.lgamma(bk)
+            + math.log(mixing[t, k] * (free - mixing[t, k])) - math.log(mixing[t, j] * (free - mixing[t, j])))
+
+
+@compiled
 def free_atom(t, k, mixing, cumulative_mixing, ndk, room):
     """j ~ D_t over the atoms a document leaves free (ndk[j] = 0), less k, ``room`` their mass; -1
     when there is none. By rejection from D_t (a binary search of ``cumulative_mixing``, its
@@ -409,12 +419,9 @@ def _document_moves(x, groups, starts, z, mixing, b, vocab, beta, nwk, nk, cumul
                 word_count[words[i]] = 0
                 nwk[words[i], k] -= counts[i]
             nk[k] -= n
-            bk, bj = b * mixing[t, k], b * mixing[t, j]
-            log_ratio = (math.lgamma(bj + n) - math.lgamma(bj) - math.lgamma(bk + n) + math.lgamma(bk)
+            log_ratio = (move_prior_ratio(t, k, j, n, mixing, b, free)
                          + _cell_log_likelihood(j, words, counts, n_words, nwk, nk, vocab, beta)
-                         - _cell_log_likelihood(k, words, counts, n_words, nwk, nk, vocab, beta)
-                         + math.log(mixing[t, k] * (free - mixing[t, k]))
-                         - math.log(mixing[t, j] * (free - mixing[t, j])))
+                         - _cell_log_likelihood(k, words, counts, n_words, nwk, nk, vocab, beta))
             new = j if np.log(np.random.random()) < log_ratio else k
             for i in range(n_words):
                 nwk[words[i], new] += counts[i]

@@ -56,7 +56,7 @@ import numpy as np
 import torch
 from numba import njit, prange
 
-from bnpzoo.inference.coupled.compiled import add_token, free_atom, remove_token
+from bnpzoo.inference.coupled.compiled import add_token, free_atom, move_prior_ratio, remove_token
 
 
 @dataclass(frozen=True)
@@ -209,10 +209,7 @@ def _moves(lo, hi, t, x, z, phi, mixing, cumulative_mixing, b, ndk, atoms, where
         room = free - mixing[t, k]
         j = free_atom(t, k, mixing, cumulative_mixing, ndk, room) if room > 0 else -1
         if j >= 0:
-            bk, bj = b * mixing[t, k], b * mixing[t, j]
-            log_ratio = (math.lgamma(bj + n) - math.lgamma(bj) - math.lgamma(bk + n) + math.lgamma(bk)
-                         + math.log(mixing[t, k] * (free - mixing[t, k]))
-                         - math.log(mixing[t, j] * (free - mixing[t, j])))
+            log_ratio = move_prior_ratio(t, k, j, n, mixing, b, free)
             for i in range(lo, hi):
                 if z[i] == k:
                     log_ratio += math.log(phi[x[i], j]) - math.log(phi[x[i], k])
