@@ -11,7 +11,8 @@ uniforms (or a torch-drawn seed of numba's generator), so runs are reproducible 
 ``document_labels`` (step 1 with the document level): as ``collapsed_labels``, with each
 document's own counts n_dk added to b D_t(k) (``inference.coupled.gibbs``); ``document_moves``
 moves a document's tokens on one atom together, ``document_tables`` draws the tables, and
-``document_log_likelihood`` scores the labels with theta_d integrated out.
+``document_log_likelihood`` scores the labels with theta_d integrated out; ``document_sweep`` runs
+the first three as one call on one count of z (what the sampler runs).
 
 ``blocked_labels`` (step 1 on (group, word) cells): topics drawn, then each cell's label counts.
 
