@@ -23,6 +23,7 @@ every core. tokens/s = sweeps x training tokens / sampling seconds (bnpzoo: ``to
 numba's compilation excluded and reported apart).
 
     python benchmarks/bench_coupled_scale.py [--corpora lee,...] [--sizes 1000000,10000000] [--scale-sweeps 60]
+                                             [--memory 50000000] [--no-torchrun]
 
 Needs the benchmark extra: pip install -e .[bench]
 """
@@ -198,12 +199,53 @@ def run(name, loader, model, sweeps, target=_fit):
     return result
 
 
+def _cli(args: list, processes: int = 1) -> dict:
+    """The JSON line of ``bnpzoo fit coupled-dp`` in one process or under torchrun."""
+    import json
+    import subprocess
+    import sys
+
+    launcher = ([] if processes == 1 else
+                ["-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(processes)])
+    out = subprocess.run([sys.executable, *launcher, "-m", "bnpzoo", "fit", "coupled-dp", *args, "--json"],
+                         capture_output=True, text=True, check=True)
+    return json.loads([line for line in out.stdout.splitlines() if line.startswith("{")][-1])
+
+
+def torchrun_rows(folder: Path) -> list:
+    """lee_background's perplexity in one process and in two (torchrun), and a generated corpus of
+    10 M tokens (20 sweeps) in one process and two: the report's lines."""
+    train, test, groups = lee()
+    for name, docs in (("train", train), ("test", [doc for doc in test if doc])):
+        (folder / f"lee_{name}.txt").write_text("\n".join(" ".join(doc) for doc in docs) + "\n")
+    (folder / "lee_groups.txt").write_text("\n".join(map(str, groups)) + "\n")
+    lee_args = ["--data", str(folder / "lee_train.txt"), "--groups", str(folder / "lee_groups.txt"),
+                "--test-data", str(folder / "lee_test.txt"), "--seed", "0"]
+    big = ["--data", "topics:n=10000000", "--warmup", "5", "--iters", "15", "--seed", "0"]
+    runs = [("lee_background, defaults", lee_args, 1), ("lee_background, --label-step parallel",
+            lee_args + ["--label-step", "parallel"], 1), ("lee_background", lee_args, 2),
+            ("generated 10 M, 20 sweeps, defaults", big, 1),
+            ("generated 10 M, 20 sweeps, --label-step parallel", big + ["--label-step", "parallel"], 1),
+            ("generated 10 M, 20 sweeps", big, 2)]
+    rows = ["", "One chain over processes (the CLI; under torchrun the parallel step runs, one thread a process):",
+            "", "| run | processes | held-out perplexity | topics | fit seconds | tokens/s |", "|---|---|---|---|---|---|"]
+    for name, args, processes in runs:
+        record = _cli(args, processes)
+        perplexity = "-" if record["perplexity"] is None else f"{record['perplexity']:,.2f}"
+        rows.append(f"| {name} | {processes} | {perplexity} | {record['k_used']} | {record['seconds']:.1f} | "
+                    f"{record['tokens_per_second']:,} |")
+        print(rows[-1], flush=True)
+    return rows
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--corpora", default=",".join(CORPORA))
     parser.add_argument("--sizes", default="1000000,10000000", help="training tokens of the generated scale runs")
     parser.add_argument("--scale-sweeps", type=int, default=60)
     parser.add_argument("--memory", type=int, default=50_000_000, help="tokens of the resident-memory run (0: none)")
+    parser.add_argument("--torchrun", action=argparse.BooleanOptionalAction, default=True,
+                        help="the one-process against two-process runs")
     args = parser.parse_args()
     cores = os.cpu_count()
     models = ["bnpzoo defaults", "bnpzoo parallel", "tomotopy workers 1", f"tomotopy workers {cores}"]
@@ -230,6 +272,11 @@ def main():
                   f"process's peak {generated_peak:,.0f} MB once made), fitted by the defaults for 4 sweeps in "
                   f"{seconds:.0f} s ({rate:,.0f} tokens/s while sampling): peak resident memory {peak:,.0f} MB."]
         print(table[-1], flush=True)
+    if args.torchrun:
+        import tempfile
+
+        with tempfile.TemporaryDirectory() as folder:
+            table += torchrun_rows(Path(folder))
     REPORT.parent.mkdir(exist_ok=True)
     REPORT.write_text("\n".join(lines + table) + "\n")
 
