@@ -91,8 +91,8 @@ class CoupledDP(Estimator):
         lee_background it found 8 topics and a perplexity of 2163 against 1406 with 0.01).
     prior_mean, prior_kappa, prior_shape, prior_rate : the Normal-Gamma base; real vectors only.
     label_step : how words' labels are drawn (``inference.coupled.gibbs``, step 1): "collapsed",
-        token by token with the topics integrated out, one sequential pass; "parallel" (the document
-        level), with the topics drawn, so that documents are swept in parallel on every core
+        token by token with the topics integrated out, one sequential pass; "parallel", with the
+        topics drawn, so that documents (or tokens, at the group level) are swept in parallel on every core
         (``inference.coupled.parallel``); or "blocked", on (group, word) cells: topics drawn, then
         one multinomial per cell. None (default): "parallel" with ``data_parallel``, else
         "collapsed": on two cores (``benchmarks/reports/coupled_scale.md``, six corpora and
@@ -137,8 +137,7 @@ class CoupledDP(Estimator):
         (started by ``torchrun``, or your own): every process passes the whole corpus and sweeps its
         share of the documents (whole blocks of about 4,096 tokens), the counts meet by all-reduce
         every sweep, and every process ends with the same fit; the chain's draws are those of one
-        process with ``label_step="parallel"`` (``inference.coupled.parallel``). Words with the
-        document level, one chain.
+        process with ``label_step="parallel"`` (``inference.coupled.parallel``). Words, one chain.
 
     Fitted attributes: ``samples_`` (MCMC's summaries by chain: log_joint, atoms_per_source,
     atoms_per_group, alpha), ``mcmc_`` (the ``pyro.infer.MCMC`` object; ``to_arviz()`` exports it),
@@ -283,16 +282,14 @@ class CoupledDP(Estimator):
         self.q_ = self._q(self.n_groups_)
         n_tokens = int(x.shape[0])
         multiplicity, label_step = None, self.label_step or ("parallel" if group is not None else "collapsed")
-        if group is not None and (vocab is None or self.documents is False or label_step != "parallel"
-                                  or self.num_chains > 1):
-            raise ValueError("data_parallel=True fits words with the document level, label_step='parallel' (or None) "
-                             "and one chain")
+        if group is not None and (vocab is None or label_step != "parallel" or self.num_chains > 1):
+            raise ValueError("data_parallel=True fits words, with label_step='parallel' (or None) and one chain")
         if self.documents and label_step == "blocked":
             raise ValueError("documents=True draws labels token by token: use label_step='collapsed'")
         self.documents_ = (vocab is not None and label_step != "blocked") if self.documents is None \
             else self.documents
-        if label_step == "parallel" and not self.documents_:
-            raise ValueError("label_step='parallel' sweeps documents: it needs words with the document level")
+        if label_step == "parallel" and vocab is None:
+            raise ValueError("label_step='parallel' draws words' topics: it applies to words, not real vectors")
         if vocab is not None and label_step == "blocked":
             x, group_index, multiplicity = gibbs.cells(x, group_index, len(vocab))
         self.truncation_, self.beta_ = self._truncation(vocab is not None), 0.01 if self.beta is None else self.beta
@@ -360,9 +357,11 @@ class CoupledDP(Estimator):
                              f"each), fewer than the {size(group)} processes: fit it in fewer")
         first, lo, hi = own_blocks(blocks, rank(group), size(group))
         tokens = slice(int(problem.document_starts[lo]), int(problem.document_starts[hi]))
-        ranks = Ranks(first_block=first, document_lengths=problem.document_lengths, group=group)
-        return dataclasses.replace(problem, x=problem.x[tokens], groups=problem.groups[tokens],
-                                   documents=problem.documents[tokens] - lo, ranks=ranks)
+        lengths = problem.document_lengths if problem.documents is not None else torch.zeros(0, dtype=torch.int64)
+        ranks = Ranks(first_block=first, document_lengths=lengths, group=group)
+        documents = None if problem.documents is None else problem.documents[tokens] - lo
+        return dataclasses.replace(problem, x=problem.x[tokens], groups=problem.groups[tokens], documents=documents,
+                                   ranks=ranks)
 
     def _checkpoint(self, problem):
         """The chains' checkpoint folder, keyed to the data and every setting a chain's draws depend on."""

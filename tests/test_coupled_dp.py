@@ -341,9 +341,6 @@ def test_a_pool_that_warm_up_fills_grows_and_the_kept_samples_leave_room():
     assert grown.truncation_ > 2 and grown.samples_["atoms_per_source"].sum(-1).max() < pool
 
 
-def test_the_parallel_label_step_needs_the_document_level():
-    docs, groups = _corpus(docs_per_group=2)
-    with pytest.raises(ValueError, match="needs words with the document level"):
-        CoupledDP(label_step="parallel", documents=False, max_iter=2, warmup=0).fit(docs, groups)
-    with pytest.raises(ValueError, match="needs words with the document level"):
+def test_the_parallel_label_step_applies_to_words():
+    with pytest.raises(ValueError, match="applies to words, not real vectors"):
         CoupledDP(label_step="parallel", max_iter=2, warmup=0).fit(np.zeros((6, 2)), np.arange(6) % 2)

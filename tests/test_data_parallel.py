@@ -142,12 +142,13 @@ def _coupled_json(command: list) -> dict:
     return json.loads(line)
 
 
-def test_torchrun_runs_one_coupled_chain_whose_draws_are_one_process(tmp_path):
-    """Two processes sweep half the documents each and meet by all-reduce: the chain is the one
-    process's with label_step='parallel', draw for draw (its log joint differs only in the order
-    of a float sum)."""
+@pytest.mark.parametrize("level", [[], ["--documents", "off"]], ids=["documents", "groups"])
+def test_torchrun_runs_one_coupled_chain_whose_draws_are_one_process(level):
+    """Two processes sweep half the documents (or tokens, at the group level) each and meet by
+    all-reduce: the chain is the one process's with label_step='parallel', draw for draw (its log
+    joint differs only in the order of a float sum)."""
     fit = ["-m", "bnpzoo", "fit", "coupled-dp", "--data", "topics:n=20000,topics=5,vocab=200", "--iters", "10",
-           "--json"]
+           "--json", *level]
     alone = _coupled_json([sys.executable, *fit, "--label-step", "parallel"])
     ranked = _coupled_json([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
                             *fit])
@@ -189,8 +190,8 @@ def test_one_rank_fits_the_coupled_model_as_one_process_and_checkpoints_its_shar
     with pytest.raises(ValueError, match="makes 1 block of documents"):  # 2 processes, as if, on one block
         with mock.patch("bnpzoo.inference.data_parallel.size", lambda group: 2):
             bnpzoo.CoupledDP(data_parallel=True, **settings).fit(generated_topics(3_000, seed=2))
-    for wrong in (dict(label_step="collapsed"), dict(num_chains=2), dict(documents=False)):
-        with pytest.raises(ValueError, match="data_parallel=True fits words with the document level"):
+    for wrong in (dict(label_step="collapsed"), dict(num_chains=2)):
+        with pytest.raises(ValueError, match="data_parallel=True fits words, with label_step='parallel'"):
             bnpzoo.CoupledDP(data_parallel=True, **wrong, **settings).fit(corpus)
 
 

@@ -192,12 +192,16 @@ class Problem:
     def token_moves(self) -> int:
         """Split-merge moves per group and step: words by token only (the Gaussian atoms are not
         collapsed; the moves carry tokens, not cell counts)."""
-        words_by_token = self.family == "categorical" and self.multiplicity is None and self.documents is None
+        words_by_token = (self.family == "categorical" and self.multiplicity is None and self.documents is None
+                          and not self.parallel)
         return self.split_merge_moves if words_by_token else 0
 
     @cached_property
     def document_starts(self) -> np.ndarray:
-        """Where each document's tokens start, and N last (the document level)."""
+        """Where each document's tokens start, and N last (the document level; without it, for the
+        parallel step, every token is a document of its own)."""
+        if self.documents is None:
+            return np.arange(len(self.x) + 1, dtype=np.int64)
         documents = _numpy(self.documents, np.int64)
         return np.searchsorted(documents, np.arange(documents[-1] + 2)).astype(np.int64)
 
@@ -379,11 +383,11 @@ def prior_labels(problem: Problem, state: GibbsState) -> GibbsState:
     mix = mixing_weights(state.coeffs, state.inherit, state.weight, state.source, s)
     if problem.multiplicity is not None:
         return replace(state, z=_multinomial_counts(problem.multiplicity, mix[problem.groups]))
-    if problem.parallel and problem.documents is not None:  # by blocks: a chain's start in any number of processes
+    if problem.parallel:  # by blocks: a chain's start in any number of processes
         z = np.empty(len(problem.groups), dtype=np.int64)
         parallel_steps.prior_document_labels(problem.host_arrays[1], problem.document_starts, problem.document_blocks,
                                              _numpy(mix), z, _block_seed(problem))
-        return replace(state, z=torch.from_numpy(z).to(problem.groups.device))  # the tables come with step 1
+        return replace(state, z=torch.from_numpy(z).to(problem.groups.device))  # (tables come with step 1)
     z = torch.empty_like(problem.groups)
     for t in range(mix.shape[0]):
         members = problem.groups == t
@@ -416,8 +420,9 @@ def update_labels(problem: Problem, state: GibbsState) -> GibbsState:  # step 1
         numba_steps.blocked_labels(*problem.host_arrays, z, _numpy(mix), problem.vocab_size, float(problem.beta),
                                      int(torch.randint(2**31 - 1, ())))
         return replace(state, z=torch.from_numpy(z).to(state.z))
-    if problem.documents is not None and problem.parallel:  # topics drawn, then documents in parallel
-        return update_doc_concentration(problem, _parallel_document_labels(problem, state, mix))
+    if problem.parallel:  # topics drawn, then documents (or, without them, tokens) in parallel
+        state = _parallel_document_labels(problem, state, mix)
+        return update_doc_concentration(problem, state) if problem.documents is not None else state
     if problem.documents is not None:  # theta_d collapsed, then the tables: one blocked step for (z, m)
         z = _numpy(state.z, np.int64)
         tables = numba_steps.document_sweep(*_document_arrays(problem, state, z, mix), int(torch.randint(2**31 - 1, ())))
@@ -438,14 +443,16 @@ def update_labels(problem: Problem, state: GibbsState) -> GibbsState:  # step 1
 
 
 def _parallel_document_labels(problem: Problem, state: GibbsState, mix: torch.Tensor) -> GibbsState:
-    """Step 1 of the document level, partially collapsed (``parallel``): the topics drawn given the
-    labels, then every document's labels, block moves and tables given them, in parallel."""
+    """Step 1, partially collapsed (``parallel``): the topics drawn given the labels, then every
+    document's labels, block moves and tables given them, in parallel. Without the document level,
+    every token is a document of its own with b = 1: p(z = k) propto D_t(k) phi_k(w), and every
+    token opens a table (the tables are the labels' counts, which the state does not keep)."""
     t, _, k = problem.sizes
     x, groups = problem.host_arrays
     z = _numpy(state.z, np.int64)
     counts = np.bincount(x * k + z, minlength=problem.vocab_size * k).reshape(problem.vocab_size, k)
     phi = parallel_steps.draw_topics(problem.sum(torch.from_numpy(counts.astype(np.float64)))[0], problem.beta).numpy()
-    mixing, b = _numpy(mix), doc_concentration(problem, state)
+    mixing, b = _numpy(mix), doc_concentration(problem, state) if problem.documents is not None else 1.0
     # D_t(k) below 1e-30 of the group's largest flushed to 0 in the prior bucket (``update_labels``)
     prior = b * np.where(mixing < 1e-30 * mixing.max(1, keepdims=True), 0.0, mixing)
     opened = np.empty(len(z), dtype=np.bool_)
@@ -454,7 +461,8 @@ def _parallel_document_labels(problem: Problem, state: GibbsState, mix: torch.Te
                                    prior, prior @ phi.T, mixing, numba_steps.row_cumsum(mixing), b, _block_seed(problem))
     tables = problem.sum(torch.from_numpy(np.bincount(groups * k + z, weights=opened, minlength=t * k).reshape(t, k)))
     parallel_steps.release_memory()
-    return replace(state, z=torch.from_numpy(z).to(state.z.device), tables=tables[0].to(mix))
+    z = torch.from_numpy(z).to(state.z.device)
+    return replace(state, z=z, tables=tables[0].to(mix)) if problem.documents is not None else replace(state, z=z)
 
 
 def _block_seed(problem: Problem) -> int:

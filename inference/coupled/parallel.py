@@ -43,6 +43,11 @@ torch's generator on the same sums in every process. With the blocks' seeds, a c
 same whatever the number of processes and threads: only the order in which float64 sums of integer
 counts are added differs, and those are exact below 2^53.
 
+Without the document level every token is a document of its own with b = 1 (no theta_d, nothing
+collapsed but the tables, which every token opens): p(z_i = k | phi, D) propto D_t(k) phi_k(w_i),
+the group level's step 1 given phi ([Coupled-DP] eq. (10)-(11)), swept the same way; the
+split-merge moves, which carry tokens under collapsed topics, do not run there.
+
 What it costs: 1a draws K V gammas a sweep, which the collapsed step never does; 1b's work per
 token is the atoms its document uses, not the atoms its group reaches. So it pays on corpora
 whose tokens outnumber K V many times, and on more than one core (``gibbs.Problem.parallel``).
@@ -93,12 +98,12 @@ def document_blocks(document_starts: np.ndarray, block_tokens: int = BLOCK_TOKEN
     """Where each block of consecutive documents starts (document indices, and D last): a new block
     at the first document that starts ``block_tokens`` or more tokens after the current block's."""
     starts = np.asarray(document_starts, dtype=np.int64)
-    firsts, begin = [0], starts[0]
-    for d in range(1, len(starts) - 1):
-        if starts[d] - begin >= block_tokens:
-            firsts.append(d)
-            begin = starts[d]
-    return np.asarray(firsts + [len(starts) - 1], dtype=np.int64)
+    firsts = [0]
+    while True:
+        following = int(np.searchsorted(starts, starts[firsts[-1]] + block_tokens))  # the first such document
+        if following >= len(starts) - 1:
+            return np.asarray(firsts + [len(starts) - 1], dtype=np.int64)
+        firsts.append(following)
 
 
 def threads() -> int:
