@@ -43,6 +43,8 @@ from pathlib import Path
 
 import numpy as np
 
+from bench_coupled_documents import lee, pang_lee
+
 REPORT = Path(__file__).parent / "reports" / "coupled_scale.md"
 SWEEPS = 300  # the defaults' warm-up + max_iter
 
@@ -118,18 +120,6 @@ def generated(n_tokens, held_out=5000):
     test = np.arange(1, 2 * held_out, 2)
     train = np.setdiff1d(np.arange(len(corpus.docs)), test)
     return [corpus.docs[i] for i in train], [corpus.docs[i] for i in test], corpus.groups[train]
-
-
-def lee():
-    from bench_coupled_documents import lee as load
-
-    return load()
-
-
-def pang_lee():
-    from bench_coupled_documents import pang_lee as load
-
-    return load()
 
 
 CORPORA = {"lee_background": lee, "pang_lee_polarity": pang_lee, "newsgroups": newsgroups, "fine_foods": fine_foods,

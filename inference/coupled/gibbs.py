@@ -450,8 +450,7 @@ def _parallel_document_labels(problem: Problem, state: GibbsState, mix: torch.Te
     t, _, k = problem.sizes
     x, groups = problem.host_arrays
     z = _numpy(state.z, np.int64)
-    counts = np.bincount(x * k + z, minlength=problem.vocab_size * k).reshape(problem.vocab_size, k)
-    phi = parallel_steps.draw_topics(problem.sum(torch.from_numpy(counts.astype(np.float64)))[0], problem.beta).numpy()
+    phi = parallel_steps.draw_topics(word_counts(problem, state.z).cpu().T.contiguous(), problem.beta).numpy()
     mixing, b = _numpy(mix), doc_concentration(problem, state) if problem.documents is not None else 1.0
     # D_t(k) below 1e-30 of the group's largest flushed to 0 in the prior bucket (``update_labels``)
     prior = b * np.where(mixing < 1e-30 * mixing.max(1, keepdims=True), 0.0, mixing)

@@ -57,6 +57,7 @@ import math
 import os
 from dataclasses import dataclass, field
 
+import numba
 import numpy as np
 import torch
 from numba import njit, prange
@@ -110,8 +111,6 @@ def threads() -> int:
     """The threads of ``sweep_documents``: ``BNPZOO_THREADS`` where it is a number, else every core
     numba may use (the estimators run torch on one thread for the small steps around it), shared
     among the processes torchrun started on this host."""
-    import numba
-
     from bnpzoo.threads import threads_for
 
     cores = numba.config.NUMBA_NUM_THREADS // int(os.environ.get("LOCAL_WORLD_SIZE", 1))  # torchrun's processes share
