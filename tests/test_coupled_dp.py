@@ -328,15 +328,15 @@ def test_one_latent_dp_inherited_in_full_predicts_like_a_dp_mixture(documents):
     assert torch.allclose(estimate, exact.double(), atol=0.01), (estimate, exact)
 
 
-def test_a_pool_that_warm_up_fills_grows_and_the_kept_samples_leave_room():
+def test_a_pool_that_warm_up_fills_grows_and_the_kept_samples_leave_room(random_state):
     """One atom per latent DP to start (11 atoms for a corpus of 20 topics): warm-up grows the pool
     (``gibbs.grown``) until its labels use less than 95 % of it, and nothing warns."""
     from bnpzoo.corpus import generated_topics
 
-    corpus = generated_topics(20_000, n_topics=20, vocab_size=300, seed=0)
+    corpus = generated_topics(20_000, n_topics=20, vocab_size=300, seed=random_state)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        grown = CoupledDP(truncation=1, max_iter=10, warmup=60, random_state=0).fit(corpus)
+        grown = CoupledDP(truncation=1, max_iter=10, warmup=60, random_state=random_state).fit(corpus)
     pool = grown.truncation_ * grown.q_.shape[1]
     assert grown.truncation_ > 2 and grown.samples_["atoms_per_source"].sum(-1).max() < pool
 
