@@ -133,27 +133,32 @@ def _peak_mb():
     return float("nan")
 
 
+def tomotopy_hdp(train, test, sweeps, workers) -> tuple:
+    """tomotopy's HDPModel (seed 0) on ``train`` for ``sweeps`` sweeps: (held-out perplexity of
+    ``test``, tokens per second while sampling, live topics)."""
+    import tomotopy as tp
+
+    from bnpzoo.metrics import completion_perplexity
+
+    hdp = tp.HDPModel(seed=0)
+    for doc in train:
+        hdp.add_doc(doc)
+    hdp.train(0, workers=workers)
+    start = time.perf_counter()
+    hdp.train(sweeps, workers=workers)
+    seconds = time.perf_counter() - start
+    topics = np.array([hdp.get_topic_word_dist(k) for k in range(hdp.k) if hdp.is_live_topic(k)])
+    return (completion_perplexity(topics, list(hdp.used_vocabs), test), sweeps * sum(map(len, train)) / seconds,
+            hdp.live_k)
+
+
 def _fit(name, loader, model, sweeps, queue):
     """One fit in this process: (perplexity, tokens/s, topics, compile seconds, peak MB) on the queue."""
     warnings.simplefilter("ignore")
-    from bnpzoo.metrics import completion_perplexity
-
     train, test, groups = loader()
     tokens = sum(map(len, train))
     if model.startswith("tomotopy"):
-        import tomotopy as tp
-
-        workers = int(model.split()[-1])
-        hdp = tp.HDPModel(seed=0)
-        for doc in train:
-            hdp.add_doc(doc)
-        hdp.train(0, workers=workers)
-        start = time.perf_counter()
-        hdp.train(sweeps, workers=workers)
-        seconds = time.perf_counter() - start
-        topics = np.array([hdp.get_topic_word_dist(k) for k in range(hdp.k) if hdp.is_live_topic(k)])
-        result = (completion_perplexity(topics, list(hdp.used_vocabs), test), sweeps * tokens / seconds, hdp.live_k,
-                  0.0, _peak_mb(), tokens)
+        result = (*tomotopy_hdp(train, test, sweeps, int(model.split()[-1])), 0.0, _peak_mb(), tokens)
     else:
         from bnpzoo import CoupledDP
 

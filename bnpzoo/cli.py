@@ -152,7 +152,7 @@ def run_grouped(model: str, inference: str, corpus, held_out, args, options: dic
         "seconds": round(est.fit_seconds_, 4), "iterations": est.n_iter_, "elbo": None,
         "log_joint": float(est.samples_["log_joint"][:, -1].max()),
         "rhat": round(est.rhat_, 4) if np.isfinite(est.rhat_) else None,
-        "tokens_per_second": round(est.tokens_per_second_), "device": "cpu", "dtype": "float64",
+        "tokens_per_second": round(est.tokens_per_second_), "device": args.device or "cpu", "dtype": "float64",
         "processes": data_parallel.size(group), "_estimator": est,
     }
 

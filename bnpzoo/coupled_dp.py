@@ -6,6 +6,7 @@ grouped real vectors) into a ``Problem``, runs the chains, keeps their summaries
 final state of the best chain for prediction and perplexity.
 """
 
+import dataclasses
 import numbers
 import sys
 import tempfile
@@ -93,12 +94,15 @@ class CoupledDP(Estimator):
     label_step : how words' labels are drawn (``inference.coupled.gibbs``, step 1): "collapsed",
         token by token with the topics integrated out, one sequential pass; "parallel", with the
         topics drawn, so that documents (or tokens, at the group level) are swept in parallel on every core
-        (``inference.coupled.parallel``); or "blocked", on (group, word) cells: topics drawn, then
-        one multinomial per cell. None (default): "parallel" with ``data_parallel``, else
-        "collapsed": on two cores (``benchmarks/reports/coupled_scale.md``, six corpora and
+        (``inference.coupled.parallel``); "uncollapsed", with the topics and every document's
+        proportions drawn, so that every token is drawn at once, in torch on ``device``
+        (``inference.coupled.uncollapsed``); or "blocked", on (group, word) cells: topics drawn, then
+        one multinomial per cell. None (default): "uncollapsed" on a GPU, "parallel" with
+        ``data_parallel``, else "collapsed": on two cores (``benchmarks/reports/coupled_scale.md``, six corpora and
         generated ones), "parallel" was faster a sweep only from about ten million tokens, and it
         needed about three times the sweeps for the same held-out perplexity (with the topics
-        drawn, a word's tokens rarely move to an atom that holds none of them). Blocked costs per cell, not per token, and pays
+        drawn, a word's tokens rarely move to an atom that holds none of them); "uncollapsed" mixes
+        slower still a sweep (``benchmarks/reports/gpu.md``). Blocked costs per cell, not per token, and pays
         where tokens repeat within groups (about 30x faster a sweep on digits-bags, though its log
         joint decorrelates about 3x slower a sweep: ``benchmarks/reports/speed.md``); it runs no
         split-merge moves (run on cells, they left that decorrelation as it was).
@@ -132,6 +136,14 @@ class CoupledDP(Estimator):
         (on CPU, bitwise). The folder is kept; fitting again with a larger ``max_iter`` continues
         the chains. Files of other data or settings are refused. None: no checkpoints.
     checkpoint_every : sweeps between a chain's checkpoints.
+    device : where the tokens lie and the label step runs, words only: None (default) or "cpu", the
+        CPU; "cuda" (or "cuda:1", ...) runs step 1 uncollapsed in torch on that GPU, and the other
+        steps, which read (groups x atoms) counts only, on the CPU. An uncollapsed chain starts
+        with 100 collapsed sweeps on the CPU over random documents holding about a million tokens
+        (``kernel.subset_start``; in ``sampling_seconds_``, not in ``n_iter_``). On one H200, 100 M
+        generated tokens and 200 sweeps took 4 minutes; on a million tokens the GPU was no faster
+        than the CPU's defaults and its held-out perplexity 5.8 % worse (it mixes slower a sweep:
+        ``benchmarks/reports/gpu.md``), so the CPU stays the default.
     random_state, verbose : seed, and Pyro's progress bar.
     data_parallel : one chain over the processes of the ``torch.distributed`` default process group
         (started by ``torchrun``, or your own): every process passes the whole corpus and sweeps its
@@ -167,7 +179,7 @@ class CoupledDP(Estimator):
         "prior_kappa": Interval(float, 0, low_open=True),
         "prior_shape": Interval(float, 0, low_open=True),
         "prior_rate": Interval(float, 0, low_open=True),
-        "label_step": OneOf(None, "collapsed", "blocked", "parallel"),
+        "label_step": OneOf(None, "collapsed", "blocked", "parallel", "uncollapsed"),
         "documents": OneOf(None, True, False),
         "doc_concentration": Interval(float, 0, low_open=True, optional=True),
         "split_merge": Interval(int, 0),
@@ -194,7 +206,7 @@ class CoupledDP(Estimator):
     def __init__(self, *, config="m-ldp", q=None, sigma=1.0, truncation=None, inference="gibbs", alpha=None,
                  beta=None, prior_mean=0.0, prior_kappa=1.0, prior_shape=1.0, prior_rate=1.0, label_step=None,
                  documents=None, doc_concentration=1.0, split_merge=1, max_iter=200, warmup=100, thin=1,
-                 num_chains=1, checkpoint=None, checkpoint_every=50, random_state=None, verbose=False,
+                 num_chains=1, checkpoint=None, checkpoint_every=50, device=None, random_state=None, verbose=False,
                  data_parallel=False):
         self.config = config
         self.q = q
@@ -217,6 +229,7 @@ class CoupledDP(Estimator):
         self.num_chains = num_chains
         self.checkpoint = checkpoint
         self.checkpoint_every = checkpoint_every
+        self.device = device
         self.random_state = random_state
         self.verbose = verbose
         self.data_parallel = data_parallel
@@ -281,15 +294,21 @@ class CoupledDP(Estimator):
         self.n_groups_ = len(self.group_values_)
         self.q_ = self._q(self.n_groups_)
         n_tokens = int(x.shape[0])
-        multiplicity, label_step = None, self.label_step or ("parallel" if group is not None else "collapsed")
+        device = torch.device("cpu") if self.device is None else self._device_for(X)  # words arrive as lists
+        label_step = self.label_step or ("uncollapsed" if device.type != "cpu" else
+                                         "parallel" if group is not None else "collapsed")
+        if device.type != "cpu" and (vocab is None or label_step != "uncollapsed" or group is not None):
+            raise ValueError(f"device={self.device!r} fits words in one process, with label_step='uncollapsed' (or "
+                             "None); the other label steps and real vectors run on the CPU")
+        multiplicity = None
         if group is not None and (vocab is None or label_step != "parallel" or self.num_chains > 1):
             raise ValueError("data_parallel=True fits words, with label_step='parallel' (or None) and one chain")
         if self.documents and label_step == "blocked":
             raise ValueError("documents=True draws labels token by token: use label_step='collapsed'")
         self.documents_ = (vocab is not None and label_step != "blocked") if self.documents is None \
             else self.documents
-        if label_step == "parallel" and vocab is None:
-            raise ValueError("label_step='parallel' draws words' topics: it applies to words, not real vectors")
+        if label_step in ("parallel", "uncollapsed") and vocab is None:
+            raise ValueError(f"label_step={label_step!r} draws words' topics: it applies to words, not real vectors")
         if vocab is not None and label_step == "blocked":
             x, group_index, multiplicity = gibbs.cells(x, group_index, len(vocab))
         self.truncation_, self.beta_ = self._truncation(vocab is not None), 0.01 if self.beta is None else self.beta
@@ -301,7 +320,10 @@ class CoupledDP(Estimator):
             alpha=self._alpha(), split_merge_moves=int(self.split_merge),
             documents=documents if self.documents_ else None,
             doc_concentration=None if self.doc_concentration is None else float(self.doc_concentration),
-            parallel=label_step == "parallel")
+            label_step=label_step if label_step in ("parallel", "uncollapsed") else "collapsed")
+        if device.type != "cpu":
+            problem = dataclasses.replace(problem, x=x.to(device), groups=group_index.to(device),
+                                          documents=None if problem.documents is None else problem.documents.to(device))
         if group is not None:
             problem = self._share(problem, group)
         if self.verbose and not sampler_cached():
@@ -345,8 +367,6 @@ class CoupledDP(Estimator):
     @staticmethod
     def _share(problem, group):
         """This process's share of ``problem``: whole blocks of documents (``parallel.own_blocks``)."""
-        import dataclasses
-
         from bnpzoo.inference.coupled.parallel import Ranks, own_blocks
         from bnpzoo.inference.data_parallel import rank, size
 

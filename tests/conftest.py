@@ -31,7 +31,7 @@ if _TEST_DEVICE["device"]:
         return _device_for(self, X)
 
     def _test_load(cls, path, *, map_location=None, **code):
-        fits_there = "device" in cls._param_names()  # CoupledDP samples on the CPU
+        fits_there = "device" in cls._param_names() and cls is not CoupledDP  # CoupledDP samples on the CPU by default
         return _load(cls, path, map_location=map_location or (_TEST_DEVICE["device"] if fits_there else None), **code)
 
     Estimator._device_for, Estimator.load = _test_device_for, classmethod(_test_load)

@@ -341,6 +341,22 @@ def test_a_pool_that_warm_up_fills_grows_and_the_kept_samples_leave_room(random_
     assert grown.truncation_ > 2 and grown.samples_["atoms_per_source"].sum(-1).max() < pool
 
 
-def test_the_parallel_label_step_applies_to_words():
+@pytest.mark.parametrize("label_step", ["parallel", "uncollapsed"])
+def test_the_label_steps_that_draw_topics_apply_to_words(label_step):
     with pytest.raises(ValueError, match="applies to words, not real vectors"):
-        CoupledDP(label_step="parallel", max_iter=2, warmup=0).fit(np.zeros((6, 2)), np.arange(6) % 2)
+        CoupledDP(label_step=label_step, max_iter=2, warmup=0).fit(np.zeros((6, 2)), np.arange(6) % 2)
+
+
+def test_a_gpu_fit_takes_words_with_the_uncollapsed_step():
+    """device="cuda": refused where there is no GPU; where there is one, refused for real vectors
+    and for the label steps that run on the CPU."""
+    docs, groups = [["a", "b"], ["b", "c"]] * 3, [0, 1] * 3
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="CUDA is not available here"):
+            CoupledDP(device="cuda").fit(docs, groups)
+        return
+    for wrong in ({"label_step": "collapsed"}, {"label_step": "parallel"}):
+        with pytest.raises(ValueError, match="with label_step='uncollapsed'"):
+            CoupledDP(device="cuda", **wrong).fit(docs, groups)
+    with pytest.raises(ValueError, match="with label_step='uncollapsed'"):
+        CoupledDP(device="cuda").fit(np.zeros((6, 2)), np.arange(6) % 2)

@@ -94,10 +94,12 @@ documents.
 In a sweep the labels, the block moves and the tables run as one compiled call on one count of z
 (``compiled.document_sweep``). With ``Problem.parallel`` step 1 is partially collapsed instead:
 the topics drawn, then the documents swept in parallel, on threads and across processes
-(``inference.coupled.parallel``, derived there).
+(``inference.coupled.parallel``, derived there). With ``label_step="uncollapsed"`` each
+document's proportions theta_d are drawn too, and every token is drawn at once, in torch where the
+tokens lie, a GPU's step (``inference.coupled.uncollapsed``, derived there).
 
 Sources with q_ts = 0 are never inherited by group t; c_ts is then 0 and the Dirichlet densities
-run over the sources with q_ts > 0. Steps 1 (words), 2 and 5 run on the CPU; the others run
+run over the sources with q_ts > 0. Steps 1 (words, but the uncollapsed step), 2 and 5 run on the CPU; the others run
 where the data lie, except on cells, where the whole sweep runs compiled on the CPU, and for words
 without token moves (the document level, or no split-merge moves), where steps 2, 3, 5 and 6 see
 the labels only through the counts m_tk and run as one compiled call on them (``counts_sweep``:
@@ -113,6 +115,7 @@ import numpy as np
 import torch
 
 from bnpzoo.inference.coupled import cells as cell_steps, compiled as numba_steps, parallel as parallel_steps
+from bnpzoo.inference.coupled import uncollapsed as uncollapsed_steps
 from bnpzoo.models.coupled_dp import inherited_mass, mixing_weights
 
 
@@ -161,10 +164,22 @@ class Problem:
     documents: torch.Tensor | None = None
     doc_concentration: float | None = 1.0
     doc_concentration_prior: tuple = (1.0, 1.0)
-    # the document level's step 1 partially collapsed, documents in parallel (``parallel``), and
-    # this process's share of a chain over several (``parallel.Ranks``; x, groups, documents its own)
-    parallel: bool = False
+    # words' step 1: "collapsed" (token by token, the topics integrated out), "parallel" (the topics
+    # drawn, documents in parallel, ``parallel``) or "uncollapsed" (the topics and each document's
+    # proportions drawn, in torch on the data's device, ``uncollapsed``); and this process's share
+    # of a chain over several (``parallel.Ranks``; x, groups, documents its own)
+    label_step: str = "collapsed"
     ranks: parallel_steps.Ranks | None = None
+
+    @property
+    def parallel(self) -> bool:
+        return self.label_step == "parallel"
+
+    @property
+    def on_host(self) -> bool:
+        """Whether the labels' statistics come from compiled loops over the host's token arrays (one
+        process, words on the CPU); else from count tables in torch, where the tokens lie."""
+        return self.ranks is None and self.label_step != "uncollapsed"
 
     @property
     def sizes(self):
@@ -193,7 +208,7 @@ class Problem:
         """Split-merge moves per group and step: words by token only (the Gaussian atoms are not
         collapsed; the moves carry tokens, not cell counts)."""
         words_by_token = (self.family == "categorical" and self.multiplicity is None and self.documents is None
-                          and not self.parallel)
+                          and self.label_step == "collapsed")
         return self.split_merge_moves if words_by_token else 0
 
     @cached_property
@@ -204,6 +219,12 @@ class Problem:
             return np.arange(len(self.x) + 1, dtype=np.int64)
         documents = _numpy(self.documents, np.int64)
         return np.searchsorted(documents, np.arange(documents[-1] + 2)).astype(np.int64)
+
+    @cached_property
+    def device_document_starts(self) -> tuple:
+        """(``document_starts`` on the tokens' device, the chunks of ``uncollapsed``), built once."""
+        starts = self.document_starts
+        return torch.from_numpy(starts).to(self.x.device), uncollapsed_steps.chunks(starts, self.x.device)
 
     @cached_property
     def document_blocks(self) -> np.ndarray:
@@ -255,9 +276,8 @@ def label_counts(problem: Problem, z: torch.Tensor) -> torch.Tensor:
     t, _, k = problem.sizes
     if problem.multiplicity is not None:
         return _sum_rows(z, problem.cell_index[0], t)
-    counts = torch.zeros(t * k, dtype=problem.q.dtype, device=z.device)
-    counts.index_add_(0, problem.groups * k + z, torch.ones_like(z, dtype=counts.dtype))
-    return problem.sum(counts.view(t, k))[0]
+    counts = torch.bincount(problem.groups * k + z, minlength=t * k).to(problem.q.dtype)  # (a histogram on CUDA)
+    return problem.sum(counts.view(t, k))[0].to(problem.q.device)  # beside the coupled latents
 
 
 def mixture_counts(problem: Problem, state: GibbsState) -> torch.Tensor:
@@ -275,7 +295,11 @@ def draw_tables(problem: Problem, z: torch.Tensor, mixing: torch.Tensor, b: floa
     """m_tk = sum over group t's documents of m_dk, each m_dk drawn by Antoniak's scheme from
     p(m | n_dk, b D_t(k)) propto |s(n_dk, m)| (b D_t(k))^m: the j-th token (j = 0, 1, ...) of
     atom k in document d opens a table with probability b D_t(k) / (b D_t(k) + j)
-    (``compiled.document_tables``)."""
+    (``compiled.document_tables``; ``uncollapsed.draw_tables`` where the tokens' statistics are torch's)."""
+    if not problem.on_host:
+        starts, bounds = problem.device_document_starts
+        tables = uncollapsed_steps.draw_tables(problem.documents, problem.groups, bounds, z, mixing.to(z.device), b)
+        return problem.sum(tables)[0].to(mixing)
     tables = numba_steps.document_tables(problem.host_arrays[1], problem.document_starts, _numpy(z, np.int64),
                                            _numpy(mixing), b, _numpy(torch.rand(len(z), dtype=torch.float64)))
     return torch.from_numpy(tables).to(mixing)
@@ -302,8 +326,7 @@ def word_counts(problem: Problem, z: torch.Tensor) -> torch.Tensor:
     _, _, k = problem.sizes
     if problem.multiplicity is not None:
         return _sum_rows(z, problem.cell_index[1], problem.vocab_size).T
-    counts = torch.zeros(k * problem.vocab_size, dtype=problem.q.dtype, device=z.device)
-    counts.index_add_(0, z * problem.vocab_size + problem.x, torch.ones_like(z, dtype=counts.dtype))
+    counts = torch.bincount(z * problem.vocab_size + problem.x, minlength=k * problem.vocab_size).to(problem.q.dtype)
     return problem.sum(counts.view(k, problem.vocab_size))[0]
 
 
@@ -316,7 +339,7 @@ def average_topics(problem: Problem, state: GibbsState) -> GibbsState:
         _, _, k = problem.sizes
         state = replace(state, topic_sums=torch.zeros(k, problem.vocab_size, dtype=torch.float64),
                         topic_lives=torch.zeros(k, dtype=torch.int64))
-    if problem.ranks is None:
+    if problem.on_host:
         numba_steps.accumulate_topics(problem.host_arrays[0], _numpy(state.z, np.int64), state.topic_sums.numpy(),
                                       state.topic_lives.numpy())
         return state
@@ -344,7 +367,7 @@ def collapsed_word_log_likelihood(problem: Problem, z: torch.Tensor) -> torch.Te
     sum_k [ln G(V beta) - ln G(n_k + V beta) + sum_w (ln G(n_kw + beta) - ln G(beta))]."""
     _, _, k = problem.sizes
     dtype = problem.q.dtype
-    if problem.multiplicity is None and problem.ranks is None:  # tokens: compiled, one pass (``compiled``)
+    if problem.multiplicity is None and problem.on_host:  # tokens: compiled, one pass (``compiled``)
         value = numba_steps.collapsed_log_likelihood(problem.host_arrays[0], _numpy(z, np.int64),
                                                        problem.vocab_size, k, float(problem.beta))
         return torch.tensor(value, dtype=dtype, device=z.device)
@@ -360,6 +383,11 @@ def label_log_likelihood(problem: Problem, state: GibbsState) -> torch.Tensor:
     level, theta_d integrated out: sum_d [ln G(b) - ln G(b + n_d) + sum_k (ln G(b D_t(k) + n_dk) -
     ln G(b D_t(k)))]."""
     mix = mixing_weights(state.coeffs, state.inherit, state.weight, state.source, problem.sizes[1])
+    if problem.documents is not None and not problem.on_host:
+        starts, _ = problem.device_document_starts
+        value = uncollapsed_steps.document_log_likelihood(problem.documents, problem.groups, starts, state.z,
+                                                          mix.to(state.z.device), doc_concentration(problem, state))
+        return problem.sum(value)[0].to(mix)
     if problem.documents is not None:
         value = numba_steps.document_log_likelihood(problem.host_arrays[1], problem.document_starts,
                                                       _numpy(state.z, np.int64), _numpy(mix),
@@ -392,7 +420,7 @@ def prior_labels(problem: Problem, state: GibbsState) -> GibbsState:
     for t in range(mix.shape[0]):
         members = problem.groups == t
         if members.any():
-            z[members] = torch.multinomial(mix[t], int(members.sum()), replacement=True)
+            z[members] = torch.multinomial(mix[t].to(z.device), int(members.sum()), replacement=True)
     return replace(state, z=z) if problem.documents is None else with_tables(problem, replace(state, z=z))
 
 
@@ -420,6 +448,9 @@ def update_labels(problem: Problem, state: GibbsState) -> GibbsState:  # step 1
         numba_steps.blocked_labels(*problem.host_arrays, z, _numpy(mix), problem.vocab_size, float(problem.beta),
                                      int(torch.randint(2**31 - 1, ())))
         return replace(state, z=torch.from_numpy(z).to(state.z))
+    if problem.label_step == "uncollapsed":  # topics and theta_d drawn, then every token at once
+        state = _uncollapsed_labels(problem, state, mix)
+        return update_doc_concentration(problem, state) if problem.documents is not None else state
     if problem.parallel:  # topics drawn, then documents (or, without them, tokens) in parallel
         state = _parallel_document_labels(problem, state, mix)
         return update_doc_concentration(problem, state) if problem.documents is not None else state
@@ -462,6 +493,18 @@ def _parallel_document_labels(problem: Problem, state: GibbsState, mix: torch.Te
     parallel_steps.release_memory()
     z = torch.from_numpy(z).to(state.z.device)
     return replace(state, z=z, tables=tables[0].to(mix)) if problem.documents is not None else replace(state, z=z)
+
+
+def _uncollapsed_labels(problem: Problem, state: GibbsState, mix: torch.Tensor) -> GibbsState:
+    """Step 1 with the topics and theta_d drawn (``uncollapsed``), in torch where the tokens lie;
+    the tables (the document level) drawn given the new labels."""
+    starts, bounds = problem.device_document_starts
+    z, b = state.z.clone(), doc_concentration(problem, state) if problem.documents is not None else 1.0
+    uncollapsed_steps.sweep_labels(problem.x, problem.groups, problem.documents, starts, bounds, z,
+                                   word_counts(problem, state.z), mix.to(z.device), b, problem.beta)
+    if problem.documents is None:
+        return replace(state, z=z)
+    return replace(state, z=z, tables=draw_tables(problem, z, mix, b))
 
 
 def _block_seed(problem: Problem) -> int:

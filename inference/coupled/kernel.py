@@ -28,15 +28,16 @@ import time
 import uuid
 from pathlib import Path
 
+import numpy as np
 import pyro
 import scipy.stats
 import torch
 from pyro.infer.mcmc.mcmc_kernel import MCMCKernel
 from torch.distributions import Bernoulli, Gamma, Normal
 
-from bnpzoo.inference.coupled import gibbs
+from bnpzoo.inference.coupled import gibbs, uncollapsed
 from bnpzoo.inference.coupled.checkpoint import ChainCheckpoint
-from bnpzoo.models.coupled_dp import model as coupled_model
+from bnpzoo.models.coupled_dp import mixing_weights, model as coupled_model
 
 
 def _latent_trace(problem: gibbs.Problem, values: dict):
@@ -47,7 +48,8 @@ def _latent_trace(problem: gibbs.Problem, values: dict):
         _, _, k = problem.sizes
         values["phi"] = torch.full((k, problem.vocab_size), 1 / problem.vocab_size, dtype=problem.q.dtype)
     program = pyro.condition(coupled_model, data=values)
-    cut = {"groups": problem.groups[:1]} | ({} if problem.documents is None else {"documents": problem.documents[:1]})
+    cut = {"groups": problem.groups[:1].cpu()}  # the latents lie on the CPU, whatever the tokens' device
+    cut |= {} if problem.documents is None else {"documents": problem.documents[:1].cpu()}
     return pyro.poutine.trace(program).get_trace(None, **dict(problem.model_kwargs, **cut))
 
 
@@ -76,7 +78,7 @@ def log_joint(problem: gibbs.Problem, state: gibbs.GibbsState) -> torch.Tensor:
                    + Normal(problem.prior_mean, (problem.prior_kappa * precision).rsqrt(),
                             validate_args=False).log_prob(mean).sum())
     return (latents + gibbs.coefficient_log_density(problem, state) + gibbs.label_log_likelihood(problem, state)
-            + gibbs.data_log_likelihood(problem, state)).detach()
+            + gibbs.data_log_likelihood(problem, state).to(latents)).detach()  # (words on a GPU: beside the latents)
 
 
 def sampler_cached() -> bool:
@@ -108,6 +110,41 @@ def prepare(problem: gibbs.Problem) -> float:
 
 
 GROW_EVERY = 10  # warm-up sweeps 10, 20, ... look whether the pool is full (``gibbs.grown``)
+SUBSET_TOKENS, SUBSET_SWEEPS = 1_000_000, 100  # the uncollapsed step's start (``subset_start``)
+
+
+def subset_start(problem: gibbs.Problem) -> gibbs.GibbsState:
+    """The start of an uncollapsed chain (``inference.coupled.uncollapsed``), whose label step
+    mixes slowly: a chain of the collapsed sampler (on the CPU, its pool growing) runs
+    ``SUBSET_SWEEPS`` sweeps on whole documents drawn at random until they hold ``SUBSET_TOKENS``
+    tokens (every document of a smaller corpus); its tokens keep their labels, every other token's
+    is drawn given the topics and D_t, p(z_i = k) propto D_t(k) phi_k(w_i), phi_k ~ Dir(beta + n_k.)
+    of the subset's labels; then the tables given the labels. Any start leaves the chain exact;
+    this one starts it where the collapsed sampler's topics are (``benchmarks/reports/gpu.md``)."""
+    starts = problem.document_starts
+    order = torch.randperm(len(starts) - 1).numpy()  # torch's generator: the chain's seed sets it
+    lengths = np.diff(starts)
+    chosen = np.sort(order[: int(np.searchsorted(np.cumsum(lengths[order]), SUBSET_TOKENS)) + 1])
+    sizes = lengths[chosen]
+    within = np.arange(sizes.sum()) - np.repeat(np.cumsum(sizes) - sizes, sizes)  # each token's place in its document
+    tokens = torch.from_numpy(np.repeat(starts[chosen], sizes) + within)
+    documents = None if problem.documents is None else torch.repeat_interleave(torch.arange(len(chosen)),
+                                                                                torch.from_numpy(sizes))
+    subset = dataclasses.replace(problem, x=problem.x.cpu()[tokens], groups=problem.groups.cpu()[tokens],
+                                 documents=documents, label_step="collapsed")
+    kernel = CoupledGibbsKernel(subset)
+    kernel.setup(SUBSET_SWEEPS)
+    for _ in range(SUBSET_SWEEPS):
+        kernel.sample({})
+    problem, state = gibbs.resized(problem, kernel.state), kernel.state
+    mix = mixing_weights(state.coeffs, state.inherit, state.weight, state.source, problem.sizes[1])
+    device_starts, bounds = problem.device_document_starts
+    z = torch.empty_like(problem.x)
+    uncollapsed.sweep_labels(problem.x, problem.groups, None, device_starts, bounds, z,
+                             gibbs.word_counts(kernel.problem, state.z).to(z.device), mix.to(z.device), 1.0, problem.beta)
+    z[tokens.to(z.device)] = state.z.to(z.device)  # the subset keeps its labels
+    state = dataclasses.replace(state, z=z)
+    return gibbs.with_tables(problem, state) if problem.documents is not None else state
 
 
 class CoupledGibbsKernel(MCMCKernel):
@@ -131,6 +168,8 @@ class CoupledGibbsKernel(MCMCKernel):
         prior median, labels from the groups' mixtures, then labels given the data. (Draws from
         Gamma(0.1, 0.1) span 1e-10 to 13, and a chain keeps the layout of atoms its first alpha
         sets: a latent DP started near 5 hands its atoms to many groups.)"""
+        if self.problem.label_step == "uncollapsed":
+            return subset_start(self.problem)
         values, median = {}, lambda shape, rate: float(scipy.stats.gamma(shape, scale=1 / rate).median())
         if self.problem.alpha is None:
             values["alpha"] = torch.full((self.problem.sizes[1],), median(*self.problem.alpha_prior),
@@ -163,7 +202,7 @@ class CoupledGibbsKernel(MCMCKernel):
             self.state, self._summaries = self._initial_state(), []
         else:
             self.state, self._summaries = gibbs.GibbsState(**saved[0]), saved[1]
-            self.problem = gibbs.resized(self.problem, self.state)  # as it had grown
+        self.problem = gibbs.resized(self.problem, self.state)  # as it had grown (or its start grew it)
         self._replayed = self._saved_at = len(self._summaries)
 
     @property
