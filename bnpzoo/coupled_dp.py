@@ -141,9 +141,9 @@ class CoupledDP(Estimator):
         steps, which read (groups x atoms) counts only, on the CPU. An uncollapsed chain starts
         with 100 collapsed sweeps on the CPU over random documents holding about a million tokens
         (``kernel.subset_start``; in ``sampling_seconds_``, not in ``n_iter_``). On one H200, 100 M
-        generated tokens and 200 sweeps took 4 minutes; on a million tokens the GPU was no faster
-        than the CPU's defaults and its held-out perplexity 5.8 % worse (it mixes slower a sweep:
-        ``benchmarks/reports/gpu.md``), so the CPU stays the default.
+        generated tokens and 200 sweeps took 4 minutes (the CPU's defaults 49), with a held-out
+        perplexity 4.7 % worse than the CPU's; on a million tokens it was no faster and 5.8 % worse
+        (it mixes slower a sweep: ``benchmarks/reports/gpu.md``), so the CPU stays the default.
     random_state, verbose : seed, and Pyro's progress bar.
     data_parallel : one chain over the processes of the ``torch.distributed`` default process group
         (started by ``torchrun``, or your own): every process passes the whole corpus and sweeps its

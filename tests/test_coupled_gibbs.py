@@ -554,3 +554,39 @@ def test_document_blocks_cover_the_corpus_and_processes_share_whole_blocks():
         assert shares[0][1] == 0 and shares[-1][2] == len(lengths)
         assert all(a[2] == b[1] for a, b in zip(shares, shares[1:]))  # contiguous, no document twice
         assert all(blocks[first] == lo for first, lo, _ in shares)
+
+
+def test_an_uncollapsed_chain_starts_from_a_collapsed_chain_on_part_of_the_corpus(monkeypatch):
+    """``kernel.subset_start`` on a quarter of a generated corpus: the collapsed chain runs on whole
+    documents holding the tokens asked for, its labels are kept (each (atom, word) count of the
+    start is at least the subset's), every label is an atom of the pool, and the tables are those
+    of the labels (m_tk >= 1 exactly where group t has tokens on atom k, and at most those tokens)."""
+    from bnpzoo import CoupledDP
+    from bnpzoo.corpus import generated_topics
+    from bnpzoo.inference.coupled import kernel
+
+    corpus = generated_topics(8_000, n_groups=2, n_topics=4, vocab_size=100, seed=0)
+    estimator = CoupledDP()
+    x, groups, values, vocab, documents = estimator._observations(corpus, None)
+    problem = gibbs.Problem(x=x, groups=groups, q=estimator._q(len(values)), atoms_per_source=4, vocab_size=len(vocab),
+                            beta=0.01, alpha=1.0, documents=documents, label_step="uncollapsed")
+    chains = []
+
+    class Recorded(kernel.CoupledGibbsKernel):
+        def setup(self, *args, **kwargs):
+            chains.append(self)
+            super().setup(*args, **kwargs)
+
+    monkeypatch.setattr(kernel, "CoupledGibbsKernel", Recorded)
+    monkeypatch.setattr(kernel, "SUBSET_TOKENS", 2_000)
+    monkeypatch.setattr(kernel, "SUBSET_SWEEPS", 5)
+    state = kernel.subset_start(problem)
+    (subset,) = chains
+    lengths = torch.bincount(subset.problem.documents)
+    assert 2_000 <= len(subset.problem.x) < 2_000 + lengths.max() and (lengths > 0).all()
+    assert set(lengths.tolist()) <= set(torch.bincount(documents).tolist())  # whole documents
+    full = gibbs.resized(problem, state)
+    assert len(state.z) == len(x) and 0 <= int(state.z.min()) and int(state.z.max()) < full.sizes[2]
+    assert (gibbs.word_counts(full, state.z) >= gibbs.word_counts(subset.problem, subset.state.z)).all()
+    counts = gibbs.label_counts(full, state.z)
+    assert torch.equal(state.tables > 0, counts > 0) and (state.tables <= counts).all()
