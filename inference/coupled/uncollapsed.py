@@ -1,7 +1,7 @@
 """Step 1 of the words with the topics and every document's proportions drawn, in torch: given
 them the labels are independent, so a sweep is a few large tensor operations over chunks of
-tokens, on whatever device holds the data (CUDA, or the CPU's threads). No approximation: a
-blocked Gibbs step with data augmentation, like ``inference.coupled.parallel``'s, with theta_d
+tokens, on whatever device holds the data (CUDA, or the CPU's threads). No approximation but
+float32's (below): a blocked Gibbs step with data augmentation, like ``inference.coupled.parallel``'s, with theta_d
 drawn where that step integrates it out (so there is no sequential loop over a document's tokens).
 
 The document level. Steps 2-7 read (z, m) under p(z, m | D, x), theta_d and phi integrated out,
