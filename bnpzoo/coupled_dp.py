@@ -300,7 +300,6 @@ class CoupledDP(Estimator):
         if device.type != "cpu" and (vocab is None or label_step != "uncollapsed" or group is not None):
             raise ValueError(f"device={self.device!r} fits words in one process, with label_step='uncollapsed' (or "
                              "None); the other label steps and real vectors run on the CPU")
-        multiplicity = None
         if group is not None and (vocab is None or label_step != "parallel" or self.num_chains > 1):
             raise ValueError("data_parallel=True fits words, with label_step='parallel' (or None) and one chain")
         if self.documents and label_step == "blocked":
@@ -311,6 +310,10 @@ class CoupledDP(Estimator):
             raise ValueError(f"label_step={label_step!r} draws words' topics: it applies to words, not real vectors")
         if vocab is not None and label_step == "blocked":
             x, group_index, multiplicity = gibbs.cells(x, group_index, len(vocab))
+        else:
+            multiplicity = None
+        x, group_index = x.to(device), group_index.to(device)  # the tokens where the label step runs
+        documents = None if documents is None else documents.to(device)
         self.truncation_, self.beta_ = self._truncation(vocab is not None), 0.01 if self.beta is None else self.beta
         problem = gibbs.Problem(
             x=x, groups=group_index, q=self.q_, multiplicity=multiplicity, atoms_per_source=self.truncation_,
@@ -321,9 +324,6 @@ class CoupledDP(Estimator):
             documents=documents if self.documents_ else None,
             doc_concentration=None if self.doc_concentration is None else float(self.doc_concentration),
             label_step=label_step if label_step in ("parallel", "uncollapsed") else "collapsed")
-        if device.type != "cpu":
-            problem = dataclasses.replace(problem, x=x.to(device), groups=group_index.to(device),
-                                          documents=None if problem.documents is None else problem.documents.to(device))
         if group is not None:
             problem = self._share(problem, group)
         if self.verbose and not sampler_cached():

@@ -287,7 +287,10 @@ def mixture_counts(problem: Problem, state: GibbsState) -> torch.Tensor:
 
 
 def doc_concentration(problem: Problem, state: GibbsState) -> float:
-    """b: the problem's, or the state's where it is sampled."""
+    """b: the problem's, or the state's where it is sampled; 1 without the document level, where
+    every token is a document of its own (the parallel and uncollapsed label steps)."""
+    if problem.documents is None:
+        return 1.0
     return float(problem.doc_concentration if problem.doc_concentration is not None else state.doc_concentration)
 
 
@@ -370,12 +373,13 @@ def collapsed_word_log_likelihood(problem: Problem, z: torch.Tensor) -> torch.Te
     if problem.multiplicity is None and problem.on_host:  # tokens: compiled, one pass (``compiled``)
         value = numba_steps.collapsed_log_likelihood(problem.host_arrays[0], _numpy(z, np.int64),
                                                        problem.vocab_size, k, float(problem.beta))
-        return torch.tensor(value, dtype=dtype, device=z.device)
+        return torch.tensor(value, dtype=dtype, device=problem.q.device)
     table = word_counts(problem, z)  # cells: the count table itself
     used, totals = table[table > 0], table.sum(1)
     beta, vbeta = torch.tensor(problem.beta, dtype=dtype), torch.tensor(problem.vocab_size * problem.beta, dtype=dtype)
-    return (torch.lgamma(vbeta) * k - torch.lgamma(totals + vbeta).sum()
-            + (torch.lgamma(used.to(dtype) + beta) - torch.lgamma(beta)).sum())
+    value = (torch.lgamma(vbeta) * k - torch.lgamma(totals + vbeta).sum()
+             + (torch.lgamma(used.to(dtype) + beta) - torch.lgamma(beta)).sum())
+    return value.to(problem.q.device)  # beside the coupled latents, wherever the tokens lie
 
 
 def label_log_likelihood(problem: Problem, state: GibbsState) -> torch.Tensor:
@@ -448,12 +452,8 @@ def update_labels(problem: Problem, state: GibbsState) -> GibbsState:  # step 1
         numba_steps.blocked_labels(*problem.host_arrays, z, _numpy(mix), problem.vocab_size, float(problem.beta),
                                      int(torch.randint(2**31 - 1, ())))
         return replace(state, z=torch.from_numpy(z).to(state.z))
-    if problem.label_step == "uncollapsed":  # topics and theta_d drawn, then every token at once
-        state = _uncollapsed_labels(problem, state, mix)
-        return update_doc_concentration(problem, state) if problem.documents is not None else state
-    if problem.parallel:  # topics drawn, then documents (or, without them, tokens) in parallel
-        state = _parallel_document_labels(problem, state, mix)
-        return update_doc_concentration(problem, state) if problem.documents is not None else state
+    if problem.label_step in DRAWN_TOPICS:  # topics drawn, then documents (or, without them, tokens) in parallel
+        return update_doc_concentration(problem, DRAWN_TOPICS[problem.label_step](problem, state, mix))
     if problem.documents is not None:  # theta_d collapsed, then the tables: one blocked step for (z, m)
         z = _numpy(state.z, np.int64)
         tables = numba_steps.document_sweep(*_document_arrays(problem, state, z, mix), int(torch.randint(2**31 - 1, ())))
@@ -482,7 +482,7 @@ def _parallel_document_labels(problem: Problem, state: GibbsState, mix: torch.Te
     x, groups = problem.host_arrays
     z = _numpy(state.z, np.int64)
     phi = parallel_steps.draw_topics(word_counts(problem, state.z).cpu().T.contiguous(), problem.beta).numpy()
-    mixing, b = _numpy(mix), doc_concentration(problem, state) if problem.documents is not None else 1.0
+    mixing, b = _numpy(mix), doc_concentration(problem, state)
     # D_t(k) below 1e-30 of the group's largest flushed to 0 in the prior bucket (``update_labels``)
     prior = b * np.where(mixing < 1e-30 * mixing.max(1, keepdims=True), 0.0, mixing)
     opened = np.empty(len(z), dtype=np.bool_)
@@ -499,12 +499,16 @@ def _uncollapsed_labels(problem: Problem, state: GibbsState, mix: torch.Tensor) 
     """Step 1 with the topics and theta_d drawn (``uncollapsed``), in torch where the tokens lie;
     the tables (the document level) drawn given the new labels."""
     starts, bounds = problem.device_document_starts
-    z, b = state.z.clone(), doc_concentration(problem, state) if problem.documents is not None else 1.0
+    z, b = state.z.clone(), doc_concentration(problem, state)
     uncollapsed_steps.sweep_labels(problem.x, problem.groups, problem.documents, starts, bounds, z,
                                    word_counts(problem, state.z), mix.to(z.device), b, problem.beta)
     if problem.documents is None:
         return replace(state, z=z)
     return replace(state, z=z, tables=draw_tables(problem, z, mix, b))
+
+
+# the label steps with the topics drawn: partially collapsed (theta_d integrated out) and uncollapsed
+DRAWN_TOPICS = {"parallel": _parallel_document_labels, "uncollapsed": _uncollapsed_labels}
 
 
 def _block_seed(problem: Problem) -> int:

@@ -78,7 +78,7 @@ def log_joint(problem: gibbs.Problem, state: gibbs.GibbsState) -> torch.Tensor:
                    + Normal(problem.prior_mean, (problem.prior_kappa * precision).rsqrt(),
                             validate_args=False).log_prob(mean).sum())
     return (latents + gibbs.coefficient_log_density(problem, state) + gibbs.label_log_likelihood(problem, state)
-            + gibbs.data_log_likelihood(problem, state).to(latents)).detach()  # (words on a GPU: beside the latents)
+            + gibbs.data_log_likelihood(problem, state)).detach()
 
 
 def sampler_cached() -> bool:

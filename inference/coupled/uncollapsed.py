@@ -75,9 +75,10 @@ def sweep_labels(x, groups, documents, starts, bounds, z, word_atom_counts, mixi
     D_t (T, K) and ``b``; every tensor on z's device."""
     k = mixing.shape[1]
     phi = draw_topics(word_atom_counts.T.contiguous(), beta).float()  # 1a, (V, K)
+    group_weights = mixing.float()
     for first, end, lo, hi in bounds:
         if documents is None:
-            weights = mixing.float()[groups[lo:hi]]
+            weights = group_weights[groups[lo:hi]]
         else:  # 1b: theta_d of this chunk's documents
             local = documents[lo:hi] - first
             counts = torch.bincount(local * k + z[lo:hi], minlength=(end - first) * k).view(-1, k)
