@@ -9,8 +9,6 @@ from bnpzoo.families import COVARIANCES, gaussian_family
 from bnpzoo.mixture import COMMON_CONSTRAINTS, INFERENCE, SHARED_PARAMETERS, StickMixture
 from bnpzoo.models.dp_gmm import model as dp_gmm_model
 
-CONJUGATE = ("vmm", "natgrad-svi")  # the learners that fit every covariance (the others: "fixed")
-
 
 class DPGMM(StickMixture):
     """Dirichlet-process mixture of Gaussians, each cluster with its own covariance (by default) or
@@ -27,15 +25,16 @@ all with one fixed diagonal variance sigma^2 (the model of [DPM-SGA]).
     covariance : the component family (``bnpzoo.families``): "full" (a covariance per cluster,
         Normal-Wishart prior), "diag" (a variance per cluster and feature, Normal-Gamma), "spherical"
         (one variance per cluster) or "fixed" (one std per feature shared by every cluster and not
-        learned: the papers' model). None: "full" for vmm when no scale is given and N >= 5 D (D + 1)
-        / 2, else "fixed" (``_covariance_type``; the fitted choice is ``covariance_type_``). vmm and
-        natgrad-svi fit every family, the other learners the fixed one only, for now. With a learned
-        covariance, vmm takes soft assignments and merge moves (``inference.stick_mixture.vmm``) by default;
-        natgrad-svi has no merge moves yet, and keeps more of the K-means start's clusters (three
-        anisotropic blobs of 2,000 rows: 6 clusters, NMI 0.55), so its default stays "fixed". Measured on one Gaussian
-        cloud (500 x 2, 2,000 x 10), two blobs of spreads 0.1 and 5, three 1-D clusters of 30,000
-        rows and clusters with random covariances in 10-D, "full" found the true number of clusters
-        in every case, where "fixed" cut one cloud into 7 (``benchmarks/reports/families.md``).
+        learned: the papers' model). None: "full" when no scale is given and N >= 5 D (D + 1) / 2, else
+        "fixed" (``_covariance_type``; the fitted choice is ``covariance_type_``); "fixed" for the
+        stochastic learners' data-parallel fits, whose births and merges need one process. Every
+        learner fits every family: vmm by closed-form updates, the stochastic learners through the
+        family's conjugate factors (``inference.stick_mixture.session``); with a learned covariance
+        all take soft assignments, births and merge moves. Measured on one Gaussian cloud (500 x 2,
+        2,000 x 10), two blobs of spreads 0.1 and 5, three 1-D clusters of 30,000 rows and clusters
+        with random covariances in 10-D, "full" found the true number of clusters in every case, where
+        "fixed" cut one cloud into 7 (``benchmarks/reports/families.md``); the stochastic learners
+        likewise (``benchmarks/reports/shapes.md``).
     scale : with covariance="fixed", the component standard deviation: one number, one per feature,
         or None for the data-driven default of ``bnpzoo.mixture`` (``bnpzoo.ops.default_sigma``
         times ``relative_spreads``), which keeps the likelihood from drowning the stick-breaking
@@ -73,14 +72,14 @@ all with one fixed diagonal variance sigma^2 (the model of [DPM-SGA]).
     _fitted_attributes = StickMixture._fitted_attributes + ("covariance_type_",)
 
     def _covariance_type(self, n_samples=None, n_features=None) -> str:
-        """``covariance``, or what None resolves to: "full" for vmm when no scale is given and the
-        data hold at least 5 samples per parameter of a cluster's covariance (N >= 5 D (D + 1) / 2),
-        else "fixed". On scikit-learn's digits (1,797 x 64: 2,080 parameters a cluster) "full" gave
+        """``covariance``, or what None resolves to: "full" when no scale is given (nor a
+        stochastic learner's data-parallel fit) and the data hold at least 5 samples per parameter
+        of a cluster's covariance (N >= 5 D (D + 1) / 2), else "fixed". On scikit-learn's digits (1,797 x 64: 2,080 parameters a cluster) "full" gave
         NMI 0.33 and "fixed" 0.74; the five real tables of ``reports/families.md`` (4 to 9 features)
         all pass the test but glass (214 x 9), where "diag" was best."""
         if self.covariance is not None:
             return self.covariance
-        if self.inference != "vmm" or self._given_scale() is not None:
+        if self._given_scale() is not None or (self.data_parallel and self.inference != "vmm"):
             return "fixed"
         if n_samples is not None and n_samples < 5 * n_features * (n_features + 1) / 2:
             return "fixed"
@@ -95,9 +94,6 @@ all with one fixed diagonal variance sigma^2 (the model of [DPM-SGA]).
 
     def _validate_params(self):
         super()._validate_params()
-        if self.covariance not in (None, "fixed") and self.inference not in CONJUGATE:
-            raise ValueError(f"covariance={self.covariance!r} is fitted by inference='vmm' or 'natgrad-svi' only so "
-                             f"far; inference={self.inference!r} fits covariance='fixed'")
 
     def _stick_prior(self) -> dict:
         return dict(alpha=self.alpha, discount=0.0)

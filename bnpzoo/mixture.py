@@ -38,7 +38,8 @@ from bnpzoo.inference.kmeans import kmeans, nearest_centres
 from bnpzoo.inference.stick_mixture.sticks import expected_clusters, sort_by_size, truncation_tail
 from bnpzoo.inference.stick_mixture.vmm import fit_vmm, prior_terms
 from bnpzoo.mapped import centred_gram, column_sums, passes, take
-from bnpzoo.inference.stick_mixture.session import GENERIC, LEARNERS, StochasticSession, check_closed_form
+from bnpzoo.inference.stick_mixture.session import (GENERIC, LEARNERS, StochasticSession, check_closed_form,
+                                                     guide_kind)
 from bnpzoo.ops import (conjugate_sticks, default_sigma, relative_spreads, stick_breaking_log_weights,
                         weights_to_sticks)
 from bnpzoo.threads import fit_threads
@@ -51,6 +52,11 @@ KMEANS_SAMPLE = 2000
 # vmm's memoized batches (``inference.stick_mixture.vmm.memoized_expectation``) when batch_size is
 # None: q moves once a batch; the same fit, faster on large data (benchmarks/reports/speed.md)
 VMM_BATCH = 50_000
+# the stochastic learners' batches with the conjugate factors (``session.guide_kind``): their births
+# and merges are judged once a pass (``inference.stick_mixture.memo``), so a pass holds at most this
+# many minibatches of at least 1,000 rows
+MEMO_BATCHES = 20
+START_CLUSTERS = 2  # ... and they start from this many K-means clusters, which births divide
 
 # the arguments every stick mixture shares, with their allowed values
 COMMON_CONSTRAINTS = {
@@ -245,7 +251,7 @@ class StickMixture(MixtureEstimator):
             self._resolve(x)
             self._check_truncation(x.shape[0])
         passes_here = -(-x.shape[0] // self._batch_size(x.shape[0]))
-        run = self._run_session(x, int(data_parallel.largest(passes_here, group)), start)
+        run = self._run_session(x, int(data_parallel.largest(passes_here, group)), start, stream=True)
         point, sticks, scale = self._session.estimates
         previous = getattr(self, "elbo_trace_", [])
         self._record(x, point, sticks, scale, previous + run.elbo_trace,
@@ -315,7 +321,7 @@ class StickMixture(MixtureEstimator):
         size = -(-max(20 * self.truncation, floor) // data_parallel.size(self._group()))
         return x if size >= x.shape[0] else take(x, torch.randperm(x.shape[0])[:size].to(x.device))  # the CPU generator
 
-    def _start(self, x, sample, label_all=False):
+    def _start(self, x, sample, label_all=False, most=None):
         """K-means on ``sample`` ([DPM-SGA] Algorithm 1, 3.iv) in the units of the component scale,
         the scale itself (per feature, the module docstring), the prior's centre, and the sample; the
         labels of ``sample``, or with ``label_all`` each row of x's nearest centre. In a data-parallel
@@ -326,7 +332,7 @@ class StickMixture(MixtureEstimator):
         metric = std if std is not None else relative_spreads(sample)
         # a cluster per row, or per repeated row, measures no spread: at least two distinct rows a cluster
         distinct = sample.shape[0] if sample.shape[0] > 2 * self.truncation else torch.unique(sample, dim=0).shape[0]
-        clusters = min(self.truncation, sample.shape[0], max(2, distinct // 2))
+        clusters = min(self.truncation if most is None else most, sample.shape[0], max(2, distinct // 2))
         centres, labels = kmeans(sample / metric, clusters, n_init=self.n_init,
                                  seed=None if self.random_state is None else int(self.random_state))
         if std is None:
@@ -371,18 +377,32 @@ class StickMixture(MixtureEstimator):
                              "one-hot assignments ([DPM-SGA] eq. (15)); use assignment='hard' or None")
         return self.assignment == "hard"
 
+    def _grows(self) -> bool:
+        """Whether the stochastic learner opens and closes clusters: it fits the conjugate factors of a
+        learned spread (``session.guide_kind``) in one process, with births and merges on a record
+        of fixed batches (``inference.stick_mixture.memo``); False for arguments not validated yet
+        (``_step_work`` asks before ``fit`` validates)."""
+        try:
+            family = self._family()
+            return (self.inference in LEARNERS and family.learns_spread and not self.data_parallel
+                    and guide_kind(self.inference, family) == "natural")
+        except (KeyError, ValueError):
+            return False
+
     def _rows_per_step(self, n):
         return n if self.inference == "vmm" else self._batch_size(n)
 
     def _batch_size(self, n):
         if self.batch_size is not None:
             return min(self.batch_size, n)
+        if self._grows():  # a pass of at most MEMO_BATCHES batches
+            return min(n, max(1000, -(-n // MEMO_BATCHES)))
         return n if self.inference == "vi" else min(n, 1000)
 
     # the bound's prior terms, called by the SVI session with its current prior settings
     _log_prior = staticmethod(prior_terms)
 
-    def _run_session(self, x, max_iter, clock_start):
+    def _run_session(self, x, max_iter, clock_start, stream=False):
         batch, group = self._batch_size(x.shape[0]), self._group()
         if getattr(self, "_session", None) is None:
             if min(self.truncation, x.shape[0]) < 2:  # the model's stick plate has K - 1 entries
@@ -391,23 +411,27 @@ class StickMixture(MixtureEstimator):
             # vi starts from all the rows (from a sample of each rank's, in a data-parallel fit)
             floor = batch if self.inference != "vi" else x.shape[0] if group is None else KMEANS_SAMPLE
             sample = self._start_sample(x, floor)
-            init_means, labels, std, prior_mean, sample = self._start(x, sample)
+            grows = self._grows()
+            init_means, labels, std, prior_mean, sample = self._start(x, sample, most=START_CLUSTERS if grows
+                                                                      else None)
             (n,) = data_parallel.all_sum([torch.tensor(float(x.shape[0]))], group)
             k, share = init_means.shape[0], float(n) / labels.numel()
             counts = torch.bincount(labels, minlength=k).to(x.dtype) * share
             order, _ = sort_by_size(counts, **self._stick_prior())
             prior = self._component_prior(x, prior_mean, std)
             init_stats = None
-            if LEARNERS[self.inference].guide == "natural":  # the start's statistics, scaled to N
+            if guide_kind(self.inference, self._family()) == "natural":  # the start's statistics, scaled to N
                 stats = self._family().label_statistics(sample, labels, k, prior)
                 init_stats = {name: share * value[order] for name, value in stats.items()}
-            self._session = self._new_session(init_means[order], counts[order], std, prior_mean, prior, init_stats)
+            self._session = self._new_session(init_means[order], counts[order], std, prior_mean, prior, init_stats,
+                                              truncation=self.truncation if grows else None)
             self.scale_ = std
         return self._session.run(x, max_iter=max_iter, batch_size=batch, tol=self.tol, clock_start=clock_start,
-                                 verbose=self.verbose, group=group)
+                                 verbose=self.verbose, group=group, stream=stream)
 
-    def _new_session(self, init_means, counts, std, prior_mean, component_prior=None,
-                     init_stats=None) -> StochasticSession:
+    def _new_session(self, init_means, counts, std, prior_mean, component_prior=None, init_stats=None,
+                     truncation=None) -> StochasticSession:
+        """``truncation``: the clusters births may open (None: the start's; no moves)."""
         prior = dict(std=std, prior_mean=prior_mean, prior_precision=self.prior_precision, **self._stick_prior())
         return StochasticSession(
             self.inference, self._program(), self._family(), init_means, counts,
@@ -415,7 +439,7 @@ class StickMixture(MixtureEstimator):
             component_prior=component_prior, init_stats=init_stats,
             occam=self._occam, pruning_precision=self._pruning_precision(), pruning_steps=self.max_iter // 2,
             guide=self.guide, hard=self._hard_assignments(), learning_rate=self.learning_rate,
-            prune_threshold=self.prune_threshold)
+            prune_threshold=self.prune_threshold, truncation=truncation, moves=truncation is not None)
 
     # -- saving and resuming a stream ----------------------------------------------------------
     def _resume_state(self):

@@ -40,9 +40,9 @@ def responsibilities(x, family, q, prior, c1, c0):
     return torch.softmax(family.expected_log_density(x, q, prior, log_weights=log_weights), 1)
 
 
-def natural_estimate(x, resp, family, prior, *, n_total, alpha, discount=0.0) -> tuple[dict, tuple]:
-    """theta_hat from a minibatch: the optimum of every factor with its statistics scaled by N / M;
-    (the family's natural parameters, (c1, c0) of the sticks)."""
-    scale = n_total / x.shape[0]
-    stats = {name: scale * value for name, value in family.statistics(x, resp, prior).items()}
+def natural_estimate(stats, family, prior, *, scale, alpha, discount=0.0) -> tuple[dict, tuple]:
+    """theta_hat from a minibatch's statistics (``family.statistics`` of its responsibilities): the
+    optimum of every factor with the statistics scaled by ``scale`` = N / M; (the family's natural
+    parameters, (c1, c0) of the sticks)."""
+    stats = {name: scale * value for name, value in stats.items()}
     return family.natural(stats, prior), conjugate_sticks(stats["count"], alpha, discount)

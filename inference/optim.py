@@ -101,8 +101,8 @@ class Adam(ElementwiseAscent):
     of a histogram) took steps of 1e8 of their spreads, and ``vi`` collapsed into one or two
     clusters (``benchmarks/reports/vi_step.md``)."""
 
-    def __init__(self, params, lr=0.05, betas=(0.9, 0.999), eps=1e-8):
-        super().__init__(params, dict(lr=lr, betas=betas, eps=eps))
+    def __init__(self, params, lr=0.05, betas=(0.9, 0.999), eps=1e-8, normalised=True):
+        super().__init__(params, dict(lr=lr, betas=betas, eps=eps, normalised=normalised))
 
     def update(self, p, g, group, state):
         if "exp_avg" not in state:
@@ -110,6 +110,9 @@ class Adam(ElementwiseAscent):
         state["step"] = t = int(state.get("step", 0)) + 1  # a tensor in torch's own Adam (older files)
         b1, b2 = group["betas"]
         m = state["exp_avg"].lerp_(g, 1 - b1)
+        if not group["normalised"]:  # g preconditioned already (a natural gradient): the first moment alone
+            ascend(p, m / (1 - b1 ** t), group["lr"])
+            return
         v = state["exp_avg_sq"].mul_(b2).addcmul_(g, g, value=1 - b2)
         ascend(p, (m / (1 - b1 ** t)) / (v.sqrt() / (1 - b2 ** t) ** 0.5).add_(group["eps"]), group["lr"])
 
@@ -193,8 +196,8 @@ def _factory(optimizer, lr_scale=None, **args):
     return PyroOptim(optimizer, per_parameter)
 
 
-def adam(lr=0.05, lr_scale=None):
-    return _factory(Adam, lr_scale, lr=lr)
+def adam(lr=0.05, lr_scale=None, normalised=True):
+    return _factory(Adam, lr_scale, lr=lr, normalised=normalised)
 
 
 def sga(lr=0.1, lr_scale=None):
@@ -218,14 +221,22 @@ def natural_gradient_svi(tau=1.0, kappa=0.5):
 
 
 def carry_state(pyro_optim: PyroOptim, old: torch.Tensor, new: torch.Tensor, rows: torch.Tensor) -> None:
-    """After pruning, let ``new`` (= old[rows] up to re-parametrisation) keep old's optimizer:
-    buffers shaped like ``old`` are indexed by ``rows`` along dim 0; counters are kept."""
+    """After pruning (or a move), let ``new`` (= old[rows] up to re-parametrisation) keep old's
+    optimizer: buffers shaped like ``old`` are indexed by ``rows`` along dim 0, a row -1 (a cluster
+    a birth opened) starting at zero; counters are kept."""
     optimizer = pyro_optim.optim_objs.pop(old, None)
     clip = pyro_optim.grad_clip.pop(old, None)
     if optimizer is None:
         return
     state = optimizer.state.pop(old, {})
-    optimizer.state[new] = {k: v[rows] if torch.is_tensor(v) and v.shape == old.shape else v
+    kept = rows >= 0
+
+    def carried(buffer):
+        out = buffer.new_zeros((rows.numel(),) + buffer.shape[1:])
+        out[kept] = buffer[rows[kept]]
+        return out
+
+    optimizer.state[new] = {k: carried(v) if torch.is_tensor(v) and v.shape == old.shape else v
                             for k, v in state.items()}
     optimizer.param_groups[0]["params"] = [new]
     pyro_optim.optim_objs[new] = optimizer

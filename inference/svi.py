@@ -131,15 +131,21 @@ def run_svi(
     window: int = 10,
     evaluate=None,
     before_step=None,
+    after_step=None,
     reorganise=None,
+    moves=None,
+    draw=None,
     clock_start: float | None = None,
     verbose: bool = False,
 ) -> SVIRun:
     """Run steps until the bound's relative change per ``window`` steps is at most ``tol``.
 
     ``evaluate()`` returns the bound (a scalar tensor); without it the mean minus-loss of the
-    last window is used. ``reorganise()`` runs after each evaluation. ``run.seconds`` count from
-    ``clock_start`` (a ``time.perf_counter()`` value; default: this call).
+    last window is used. ``moves()`` runs after each evaluation: while it returns True (it changed
+    the clusters, or has yet to judge them) the run goes on whatever the bound did; then
+    ``reorganise()``. ``after_step()``
+    runs after each step. ``draw()`` gives each step's minibatch indices (default: ``minibatch_indices``).
+    ``run.seconds`` count from ``clock_start`` (a ``time.perf_counter()`` value; default: this call).
     """
     loss_fn, run = _loss_function(loss), SVIRun()
     validated = is_validation_enabled()
@@ -147,11 +153,14 @@ def run_svi(
     shown = verbose and data_parallel.rank(data_parallel.group_of(data)) == 0  # one bar for all the ranks
     with tqdm(total=max_iter, disable=not shown, desc="svi", unit="step") as bar:
         for step in range(max_iter):
-            indices = minibatch_indices(data_parallel.rows_here(data), batch_size, data.device)
+            indices = draw() if draw is not None else minibatch_indices(data_parallel.rows_here(data), batch_size,
+                                                                         data.device)
             with pyro.validation_enabled(validated and step == 0):
                 fixed = before_step(indices) if before_step is not None else None
                 recent.append(svi_step(model, guide, data, indices, loss_fn=loss_fn, optim=optim,
                                        model_kwargs=model_kwargs, fixed=fixed if loss == "map" else None))
+            if after_step is not None:
+                after_step()
             run.n_iter = step + 1
             if run.n_iter % window and run.n_iter != max_iter:
                 continue
@@ -167,7 +176,8 @@ def run_svi(
                                          "diverged; lower the learning rate")
             run.seconds.append(time.perf_counter() - start)
             bar.set_postfix(elbo=f"{run.elbo_trace[-1]:.6g}")
-            if len(run.elbo_trace) > 1:
+            unsettled = moves is not None and moves()
+            if len(run.elbo_trace) > 1 and not unsettled:
                 before = run.elbo_trace[-2]
                 if abs(run.elbo_trace[-1] - before) <= tol * abs(before):
                     run.converged = True

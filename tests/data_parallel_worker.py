@@ -26,19 +26,21 @@ SETTINGS = dict(truncation=10, max_iter=60, random_state=3)
 @contextlib.contextmanager
 def fixed_draws(tables):
     """The learner's random rows replaced by ``tables``: "steps" (one row of indices a step),
-    "evaluation" and "start" (the K-means sample)."""
+    "evaluation" and "start" (the K-means sample); in one process, too, without the births and merges
+    a data-parallel fit does not make."""
     steps = iter(tables["steps"])
     with mock.patch("bnpzoo.inference.svi.minibatch_indices", lambda n, size, device: next(steps)), \
             mock.patch("bnpzoo.inference.stick_mixture.session.evaluation_indices",
                        lambda n, size, device: tables["evaluation"]), \
-            mock.patch.object(StickMixture, "_start_sample", lambda self, x, floor: x[tables["start"]]):
+            mock.patch.object(StickMixture, "_start_sample", lambda self, x, floor: x[tables["start"]]), \
+            mock.patch.object(StickMixture, "_grows", lambda self: False):  # the steps of a data-parallel fit
         yield
 
 
 def fit_all(x, tables, **settings) -> dict:
     """{learner: the fitted means, weights, bound trace and counts} for every SVI learner, and
     natural-gradient SVI for each learned covariance (with the covariances)."""
-    runs = [(learner, {}) for learner in LEARNERS]
+    runs = [(learner, {"covariance": "fixed"}) for learner in LEARNERS]  # a data-parallel fit's default
     runs += [(f"natgrad-svi {c}", {"inference": "natgrad-svi", "covariance": c}) for c in ("full", "diag", "spherical")]
     out = {}
     for name, arguments in runs:

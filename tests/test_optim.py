@@ -151,6 +151,27 @@ def test_carry_state_keeps_the_rows_of_kept_clusters():
     state = pyro_optim.optim_objs[new].state[new]
     assert torch.equal(state["mean_gradient"], before[[2, 0]]) and state["t"] == 1
     assert old not in pyro_optim.optim_objs
+    # a row -1 is a cluster a birth opened: its buffers start at zero
+    newer = new.detach()[[0, 1, 1]].requires_grad_()
+    optim.carry_state(pyro_optim, new, newer, torch.tensor([1, -1, 0]))
+    state = pyro_optim.optim_objs[newer].state[newer]
+    assert torch.equal(state["mean_gradient"], torch.stack([before[0], torch.zeros(2), before[2]]))
+
+
+def test_adam_without_normalising_steps_along_its_bias_corrected_first_moment():
+    """On a gradient preconditioned already (the conjugate factors' natural gradient), Adam keeps its
+    first moment and drops the division by the root of the second."""
+    p = torch.zeros(3, requires_grad=True)
+    rule = optim.Adam([p], lr=0.5, normalised=False)
+    grads = [torch.tensor([1.0, -2.0, 4.0]), torch.tensor([3.0, 0.0, -1.0])]
+    m = torch.zeros(3)
+    expected = torch.zeros(3)
+    for t, g in enumerate(grads, 1):
+        p.grad = -g  # the rules ascend: g = -p.grad
+        rule.step()
+        m = 0.9 * m + 0.1 * g
+        expected += 0.5 * m / (1 - 0.9**t)
+    torch.testing.assert_close(p.detach(), expected)
 
 
 @pytest.mark.parametrize("make", [lambda p, lr: optim.SGA(p, lr=lr), lambda p, lr: optim.SGAMomentum(p, lr=lr),

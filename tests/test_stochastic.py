@@ -23,25 +23,17 @@ from bnpzoo.ops import stick_breaking_log_weights
 SEED_LEARNERS = [name for name in LEARNERS if name != "vi"]
 
 
-# Measured over random_state 0 to 9: sga-fisher found the six on 6 (5 clusters, NMI 0.865, on two;
-# 7 on two), svmm-mgrad on 9 (7, NMI 0.997). Neither can open or close a cluster once the pruning
-# phase is over, so the K-means start decides, and what they guarantee is a cluster more or less;
-# the other learners found the six on all ten. Issue 49 (clusters that open and close in the
-# stochastic learners) is where they are to reach the six.
-START_DECIDES = ("sga-fisher", "svmm-mgrad")
-
-
 @pytest.mark.parametrize("inference", SEED_LEARNERS)
 def test_every_learner_recovers_six_clusters_drawn_from_the_model(model_draw, inference, random_state):
+    """With their defaults (a covariance per cluster, births and merges): all six for random_state 0 to
+    9 (before, with one fixed scale and no moves, sga-fisher and svmm-mgrad missed one on 4 and 1 of
+    the ten: the K-means start decided)."""
     X, z, _ = model_draw
     est = DPGMM(truncation=20, inference=inference, batch_size=300, max_iter=400, random_state=random_state).fit(X)
-    if inference in START_DECIDES:
-        assert abs(est.n_clusters_ - 6) <= 1 and nmi(z, est.predict(X)) > 0.85
-    else:
-        assert est.n_clusters_ == 6 and nmi(z, est.predict(X)) > 0.99
+    assert est.n_clusters_ == 6 and nmi(z, est.predict(X)) > 0.99
     assert len(est.elbo_trace_) == len(est.elbo_seconds_) > 1
-    # pruned inside the loop ([PYPM-sVMM] V.D), not only at the end
-    assert est._session.model_kwargs["truncation"] < 20
+    # the session's clusters are the fit's: opened by births from two, closed by merges and pruning
+    assert est._session.model_kwargs["truncation"] == 6
 
 
 def _small_problem():
@@ -129,8 +121,11 @@ def test_selecting_clusters_keeps_the_map_guides_weights():
 
 
 def test_partial_fit_learns_from_a_stream(model_draw):
+    """The scale the data were drawn with, fixed (each chunk of 300 rows stands in for the data: with
+    a covariance per cluster the model's own verdict on 300 of these rows is 5 clusters, vmm's too;
+    the default family's stream: ``test_a_stream_of_elongated_clouds_ends_with_three_clusters``)."""
     X, z, _ = model_draw
-    est = DPGMM(truncation=20, inference="svmm-mgrad", batch_size=100, random_state=0)
+    est = DPGMM(truncation=20, inference="svmm-mgrad", covariance="fixed", batch_size=100, random_state=0)
     for _ in range(3):
         for chunk in np.array_split(np.arange(len(X)), 4):
             est.partial_fit(X[chunk])

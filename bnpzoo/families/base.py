@@ -15,7 +15,9 @@ minibatch's statistics scaled to N. A family that learns a spread also gives
 ``expected_data_term(q, stats, prior)``, sum_n w_nk E_q ln f(x_n | theta_k) from the statistics
 alone (the memoized bound of merge moves, ``inference.stick_mixture.vmm``). ``point(q, prior)``
 gives the fitted point estimates (the means and the expected precision) that ``log_density``
-scores for prediction.
+scores for prediction, and ``valid(q)`` which factors are proper (K,): the stochastic learners
+whose steps are not convex combinations of natural parameters check it after every step
+(``inference.stick_mixture.session``).
 
 Rows are centred on the prior's mean m0 (the data's mean) before any sum is taken: the scatter
 sum_n x_n x_n^T of data far from zero would otherwise cancel against N m m^T in float32.

@@ -38,6 +38,11 @@ class BetaBernoulliFamily(ConjugateFamily):
     def counts(self, q: dict, prior: ComponentPrior) -> torch.Tensor:
         return (q["a"] + q["b"])[:, 0] - prior.mean_precision
 
+    @staticmethod
+    def valid(q: dict) -> torch.Tensor:
+        """Which factors are proper, (K,): every a_kd, b_kd > 0."""
+        return ((q["a"] > 0) & (q["b"] > 0)).all(1)
+
     def point(self, q: dict, prior: ComponentPrior) -> dict:
         return {"means": (q["a"] / (q["a"] + q["b"])).to(prior.mean.dtype)}
 

@@ -76,6 +76,11 @@ class GeneralizedGaussianFamily(ConjugateFamily):
     def counts(self, q: dict, prior: ComponentPrior) -> torch.Tensor:
         return (q["precision"] - prior.mean_precision).clamp_min(0)
 
+    @staticmethod
+    def valid(q: dict) -> torch.Tensor:
+        """Which factors are proper, (K,): tau_k > 0."""
+        return q["precision"] > 0
+
     def point(self, q: dict, prior: ComponentPrior) -> dict:
         means = q["weighted"] / q["precision"][:, None] + prior.mean.to(q["weighted"])
         return {"means": means.to(prior.mean.dtype), "std": prior.std}

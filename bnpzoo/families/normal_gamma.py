@@ -62,6 +62,13 @@ class NormalGammaFamily(ConjugateFamily):
     def counts(self, q: dict, prior: ComponentPrior) -> torch.Tensor:
         return (q["dof"] - prior.dof).clamp_min(0)
 
+    @staticmethod
+    def valid(q: dict) -> torch.Tensor:
+        """Which factors are proper, (K,): kappa_k > 0, nu_k > 0 and every rate b_kd > 0."""
+        kappa = q["kappa"]
+        rates = q["psi"] - q["weighted"] ** 2 / kappa.clamp_min(1e-30)[:, None]
+        return (kappa > 0) & (q["dof"] > 0) & (rates > 0).all(1)
+
     def _gamma(self, q: dict) -> tuple[torch.Tensor, torch.Tensor]:
         """Shapes (K, 1) and rates (K, D), or (K, 1) pooled."""
         rate = 0.5 * (q["psi"] - q["weighted"] ** 2 / q["kappa"][:, None])

@@ -80,6 +80,14 @@ class NormalWishartFamily(ConjugateFamily):
         return (q["dof"] - prior.dof).clamp_min(0)
 
     @staticmethod
+    def valid(q: dict) -> torch.Tensor:
+        """Which factors are proper, (K,): kappa_k > 0, nu_k > D - 1 and W_k^-1 positive definite
+        (a learner's step that is not a convex combination can leave the domain)."""
+        w, kappa = q["weighted"], q["kappa"]
+        inverse_scale = q["psi"] - w[:, :, None] * w[:, None, :] / kappa.clamp_min(1e-30)[:, None, None]
+        return (kappa > 0) & (q["dof"] > w.shape[1] - 1) & (torch.linalg.cholesky_ex(inverse_scale).info == 0)
+
+    @staticmethod
     def _inverse_scale_factor(q: dict) -> torch.Tensor:
         """C_k with C_k C_k^T = W_k^-1 = Psi_k - w_k w_k^T / kappa_k."""
         w = q["weighted"]

@@ -9,6 +9,43 @@ and optimizer state, so ``partial_fit`` can resume it on the next batch while ot
 use Pyro in between; ``state_dict`` / ``load_state_dict`` carry that state through ``save`` and
 ``load`` (or a pickle), so a resumed stream continues bitwise as the uninterrupted one.
 
+Learned spreads: every learner on the conjugate factors. Where the family learns a spread (a
+covariance per cluster) and has the conjugate closed forms, every learner fits the family's factors
+q(theta_k) in natural parameters theta (the ``natural`` guide; ``guide_kind``). Each step scores the
+minibatch's responsibilities and makes the immediate estimate theta_hat, the conjugate optimum of
+the minibatch's statistics scaled by N / M ([PYPM-sVMM] eq. (10)); theta_hat - theta is then the
+natural gradient of the bound, the gradient preconditioned by the exact Fisher information of q
+(Hoffman, Blei, Wang and Paisley, "Stochastic variational inference", JMLR 2013), the direction
+[PYPM-sVMM] eq. (12) calls the steepest.
+Each learner applies its own rule to that direction (``NATURAL_RULES``; eta a fraction of it):
+
+    sga, svmm-grad   theta + eta g                     [DPM-SGA] eq. (6); [PYPM-sVMM] case 1
+    sga-fisher       the same: its preconditioner F is the Fisher, here exact ([DPM-SGA] eq. (8)
+                     with the information of q in place of eq. (9)'s mean of squared gradients)
+    sga-momentum     gamma <- 0.9 gamma + eta g; theta + gamma              [DPM-SGA] eq. (7)
+    svmm, svmm-mgrad W_t = (1 - p_t) W + p_t g; theta + eta W_t   [PYPM-sVMM] eq. (11), (14): with
+                     the exact Fisher, W_t / sqrt(F_t) (its diagonal estimate) is not needed
+    vi               Adam's bias-corrected first moment (its second-moment normalisation, too, is
+                     an estimate of the preconditioning already applied)
+    natgrad-svi      theta + p_t g, p_t = (1 + t)^-0.5                       [PYPM-sVMM] eq. (10)
+
+A step with eta <= 1 and no momentum is a convex combination of theta and theta_hat and stays in
+the factors' domain; the others can leave it (a negative count, an indefinite scatter), and a
+cluster they take out gets the convex step instead (``_keep_proper``).
+
+Births and merges (one process). These learners visit the rows in fixed batches and keep each
+batch's statistics from its last visit (``inference.stick_mixture.memo``, Hughes and Sudderth's
+memoized record). Once the record covers every row, merges, else births, are judged on its
+memoized bound, the bound and proposals of ``inference.stick_mixture.vmm``; when neither pays, the
+three best merge candidates are refined on the evaluation rows (``_refine``), since the pieces of
+one cloud gain only once their rows move. The clusters a move makes take the record's conjugate
+optimum, the others keep their factors. A fit starts from two K-means clusters
+(``bnpzoo.mixture.START_CLUSTERS``) and births open the others; it ends at the record's conjugate
+optimum. The run does not converge while a record is incomplete. Measured on one 2-D cloud, three
+1-D clusters of 100,000 rows and three elongated rotated clouds (``benchmarks/bench_shapes.py``,
+``reports/shapes.md``): before, 6 to 25, 20 to 34 and 8 to 18 clusters; now 1, 3 and 3 for every
+learner.
+
 A session's first run (not one resumed from a saved state) scores the bound at its start too,
 and warns when the steps took it far below that (``overshoot``): a step too large for the data
 can collapse the clusters into one and climb back to a finite bound, where no divergence error
@@ -29,10 +66,12 @@ from bnpzoo.inference import data_parallel, optim as optimizers
 from bnpzoo.inference.conjugate import natural_estimate, responsibilities
 from bnpzoo.inference.stick_mixture.fisher import gaussian_mixture_fisher, prior_curvature
 from bnpzoo.inference.stick_mixture.mean_factors import mean_variances, occam_penalty
+from bnpzoo.inference.stick_mixture.memo import Memo
 from bnpzoo.inference.stick_mixture.sticks import reorder_and_prune, stick_log_prior, update_sticks
 from bnpzoo.inference.svi import SVIRun, evaluation_indices, run_svi
-from bnpzoo.inference.stick_mixture.vmm import assign
-from bnpzoo.ops import stick_breaking_log_weights
+from bnpzoo.inference.stick_mixture.vmm import (REFINE, Assignments, assign, memoized_terms, propose_births,
+                                                propose_merges)
+from bnpzoo.ops import conjugate_sticks, stick_breaking_log_weights
 
 
 @dataclass(frozen=True)
@@ -60,9 +99,32 @@ LEARNERS = {
     "natgrad-svi": Learner("natural", None, lambda lr, unit, board: optimizers.natural_gradient_svi(),
                            needs="natural"),
 }
+# the rules on the conjugate factors' natural gradient theta_hat - theta (the module docstring):
+# eta is a fraction of it (1: the conjugate optimum of the minibatch)
+NATURAL_RULES = {
+    "vi": lambda lr: optimizers.adam(lr, normalised=False),
+    "sga": optimizers.sga,
+    "sga-momentum": optimizers.sga_momentum,
+    "sga-fisher": optimizers.sga,
+    "svmm": lambda lr: optimizers.svmm(lr, direction="momentum"),
+    "svmm-mgrad": lambda lr: optimizers.svmm(lr, direction="momentum"),
+    "svmm-grad": optimizers.sga,
+    "natgrad-svi": lambda lr: optimizers.natural_gradient_svi(),
+}
+REFINED_MERGES = 3  # the best merge candidates refined once no memoized move pays (``_refine``)
 GENERIC = tuple(name for name, spec in LEARNERS.items() if spec.needs is None)
 CLOSED_FORMS = {"fisher": "per-sample Fisher", "natural": "conjugate natural-gradient estimate",
                 "vmm": "batch closed-form (VMM) update"}
+
+
+def guide_kind(learner: str, family, chosen: str = "map") -> str:
+    """The guide ``learner`` fits ``family`` with: the conjugate factors ("natural", stored in natural
+    parameters) for every learner where the family learns a spread (the module docstring), else the
+    learner's own ("map", or ``chosen`` for vi)."""
+    spec = LEARNERS[learner]
+    if spec.guide == "natural" or (family.learns_spread and "natural" in family.closed_forms):
+        return "natural"
+    return chosen if spec.guide == "chosen" else spec.guide
 
 
 def check_closed_form(learner: str, needs: str | None, family) -> None:
@@ -89,9 +151,10 @@ class StochasticSession:
     def __init__(self, learner: str, model, family, init_means, init_counts, *, model_kwargs: dict, prior: dict,
                  log_prior, component_prior: ComponentPrior | None = None, init_stats: dict | None = None,
                  occam=True, pruning_precision=None, pruning_steps=0, guide="map", hard=False, learning_rate=None,
-                 prune_threshold=1e-3, eval_size=2000):
+                 prune_threshold=1e-3, eval_size=2000, truncation=None, moves=False):
         spec = LEARNERS[learner]
-        check_closed_form(learner, spec.needs, family)
+        self.kind = guide_kind(learner, family, guide)
+        check_closed_form(learner, "natural" if self.kind == "natural" else spec.needs, family)
         self.model, self.family, self.log_prior, self.occam = model, family, log_prior, occam
         self.final_precision = prior["prior_precision"]
         stronger = pruning_precision is not None and pruning_precision > self.final_precision
@@ -103,12 +166,12 @@ class StochasticSession:
         self.component_prior = component_prior  # the natural guide's factor's prior (``families``)
         self.counts = init_counts
         self.evaluations, self.phase_starts = 0, [0]  # evaluations so far; where each prior phase began
-        self.kind = guide if spec.guide == "chosen" else spec.guide
         self.hard = hard and self.kind != "natural"  # natural-gradient SVI uses responsibilities
         self.prior, self.prune_threshold, self.eval_size = prior, prune_threshold, eval_size
         self.sticks_prior = dict(alpha=prior["alpha"], discount=prior["discount"])
-        self.n_clusters = init_means.shape[0]
-        self.model_kwargs = dict(model_kwargs, truncation=self.n_clusters)
+        # the truncation of the prior (births open clusters up to it), by default the start's clusters
+        self.n_clusters = init_means.shape[0] if truncation is None else truncation
+        self.model_kwargs = dict(model_kwargs, truncation=init_means.shape[0])
         self.board = optimizers.FisherBoard()
         lr = self.learning_rate = learning_rate if learning_rate is not None else spec.learning_rate
         # step units. The rules whose step scales with g: g of a cluster of weight pi_k is about
@@ -122,10 +185,16 @@ class StochasticSession:
         self.information = family.location_information(prior["std"]).to(init_means)
         self.unit = spec.unit
         std = self.information.rsqrt()
-        units = {"gradient": {"mu_map": self.n_clusters / self.information, "v_map": float(self.n_clusters)},
+        k = init_means.shape[0]
+        units = {"gradient": {"mu_map": k / self.information, "v_map": float(k)},
                  "normalised": {"mu_map": std, "mu_loc": std, "v_map": 1.0}}
-        self.optim = spec.make_optim(lr, units.get(spec.unit), self.board)
-        self.fisher = spec.needs == "fisher"
+        if self.kind == "natural":  # each rule on the natural gradient theta_hat - theta (the module docstring)
+            self.optim = NATURAL_RULES[learner](lr)
+        else:
+            self.optim = spec.make_optim(lr, units.get(spec.unit), self.board)
+        self.fisher = spec.needs == "fisher" and self.kind != "natural"
+        self.memo = self.step_from = None  # the natural guide's memoized record; its last step's start and target
+        self.moves = moves and self.kind == "natural"  # births and merges (one process)
         init_sticks = update_sticks(init_counts, **self.sticks_prior)
         if self.kind == "map":
             self.guide = guides.map_guide(init_means, init_sticks)
@@ -185,9 +254,38 @@ class StochasticSession:
         factor, (c1, c0) = guides.natural_factors(params)
         with torch.no_grad():
             resp = responsibilities(self.batch, self.family, factor, self.component_prior, c1, c0)
-            target = guides.natural_names(*natural_estimate(self.batch, resp, self.family, self.component_prior,
-                                                            n_total=self.data.shape[0], **self.sticks_prior))
+            stats = self.family.statistics(self.batch, resp, self.component_prior)
+            if self.memo is not None:
+                self.memo.record(stats, resp)
+            target = guides.natural_names(*natural_estimate(stats, self.family, self.component_prior,
+                                                            scale=self.data.shape[0] / self.batch.shape[0],
+                                                            **self.sticks_prior))
+            self.step_from = ({name: value.detach().clone() for name, value in params.items()}, target)
         return sum(0.5 * ((params[name] - target[name]) ** 2).sum() for name in params)
+
+    def _keep_proper(self):
+        """After a natural guide's step: a rule whose step is not a convex combination of theta and
+        theta_hat (momentum, Adam, sVMM's W / sqrt(F)) can leave the factors' domain (a negative
+        count, a scatter that is not positive definite). Such clusters take the convex step (1 - eta)
+        theta + eta theta_hat instead (eta the learner's step, at most 1), and their rule's buffers
+        start again."""
+        store = pyro.get_param_store()
+        names = guides.natural_names(*guides.natural_factors())
+        factor, (c1, c0) = guides.natural_factors()
+        proper = self.family.valid(factor)
+        proper[:-1] &= (c1 > 0) & (c0 > 0)
+        if bool(proper.all()):
+            return
+        start, target = self.step_from
+        rate = min(1.0, self.learning_rate or 1.0)
+        with torch.no_grad():
+            for name in names:
+                p, rows = store[name], ~proper[:store[name].shape[0]]
+                p[rows] = start[name][rows] + rate * (target[name][rows] - start[name][rows])
+                optimizer = self.optim.optim_objs.get(p)
+                for buffer in ([] if optimizer is None else optimizer.state.get(p, {}).values()):
+                    if torch.is_tensor(buffer) and buffer.shape == p.shape:
+                        buffer[rows] = 0
 
     def _score(self):
         """(bound, owners, soft counts), the last two scaled to N, at the point estimates on the
@@ -225,7 +323,10 @@ class StochasticSession:
 
     def _reorganise(self):
         """[PYPM-sVMM] V.D: clusters reordered by their evaluation counts, empty ones and those whose
-        stick falls below the threshold dropped (as ``inference.stick_mixture.vmm`` does)."""
+        stick falls below the threshold dropped (as ``inference.stick_mixture.vmm`` does); nothing
+        where a move changed the clusters since the evaluation."""
+        if self.eval_counts.numel() != self.model_kwargs["truncation"]:
+            return
         keep = reorder_and_prune(self.eval_counts, self.sticks_prior["alpha"], self.prune_threshold,
                                  self.sticks_prior["discount"])
         if keep.numel() < 2:  # the model's stick plate needs K >= 2
@@ -235,10 +336,91 @@ class StochasticSession:
         for old, new, rows in guides.select_clusters(self.kind, keep, family=self.family, prior=self.component_prior,
                                                      **self.sticks_prior):
             optimizers.carry_state(self.optim, old, new, rows)
-        if self.unit == "gradient":  # eta = 1 stays a Newton step at pi_k = 1 / K for the new K
+        if self.unit == "gradient" and self.kind == "map":  # eta = 1 stays a Newton step at pi_k = 1 / K for the new K
             optimizers.scale_steps(self.optim, keep.numel() / self.model_kwargs["truncation"])
         self.model_kwargs["truncation"] = keep.numel()
         self.counts = self.counts[keep]
+        if self.memo is not None:  # its columns were the old clusters
+            self.memo.reset()
+
+    def _moves(self) -> bool:
+        """Merges, else births, of the natural guide's clusters, judged on the memoized bound of its
+        record (``memo``: Hughes and Sudderth's moves, with the proposals and the bound of
+        ``inference.stick_mixture.vmm``), once the record covers every row; the clusters a move made
+        take the record's conjugate optimum, the others keep their factors (``_set_factors``). True
+        when one was made, or while the record is incomplete (the run has not converged before its
+        moves are judged)."""
+        memo = self.memo
+        if not memo.complete:
+            return True
+        assignments = memo.assignments()
+        terms = memoized_terms(self.family, self.component_prior, self.sticks_prior, self.n_clusters)
+        moved = propose_merges(assignments, *terms, refine=None, value=None, tries=0)
+        if moved is None:
+            factor, (c1, c0) = guides.natural_factors()
+            moved = propose_births(self.data, assignments, *terms, self.family, self.component_prior,
+                                   self.n_clusters, seed=self.evaluations, responsibilities=lambda rows: (
+                                       responsibilities(rows, self.family, factor, self.component_prior, c1, c0)))
+        if moved is None:  # pieces of one cluster gain only once their rows move: merges refined
+            baseline = []
+            moved = propose_merges(assignments, *terms, refine=lambda merged: self._refine(merged, baseline),
+                                   value=None, tries=REFINED_MERGES)
+        if moved is None:
+            memo.reset(assignments.merge_candidates())
+            return False
+        self._set_factors(moved.stats, moved.origin)
+        memo.reset(moved.merge_candidates())
+        return True
+
+    def _refined(self, stats: dict) -> tuple[float, dict]:
+        """(the memoized bound, the statistics) after ``REFINE`` iterations of vmm's steps 1, 3 and 4
+        from the factors of ``stats`` on the evaluation rows, their statistics scaled to N."""
+        rows, scale = self.eval_batch, self.data.shape[0] / self.eval_batch.shape[0]
+        prior = self.component_prior
+        cluster_terms, stick_terms = memoized_terms(self.family, prior, self.sticks_prior, self.n_clusters)
+        for _ in range(REFINE):
+            log_weights = stick_breaking_log_weights(update_sticks(stats["count"], **self.sticks_prior))
+            scores = self.family.expected_log_density(rows, self.family.natural(stats, prior), prior,
+                                                      log_weights=log_weights.to(rows.dtype))
+            resp = torch.softmax(scores, 1)
+            stats = {name: scale * value for name, value in self.family.statistics(rows, resp, prior).items()}
+            entropy = -scale * torch.xlogy(resp, resp).sum(0).double()
+        return float(cluster_terms(stats, entropy).sum() + stick_terms(stats["count"])), stats
+
+    def _refine(self, merged, baseline: list):
+        """A merge proposal of the record (``vmm.propose_merges``' ``refine``), judged once rows may
+        move: refined on the evaluation rows (``_refined``) against the current clusters refined the
+        same way (computed once, kept in ``baseline``); the refined assignments where the merge
+        raises that bound, else None. The memoized gain of merging pieces of one cloud is negative at
+        fixed responsibilities (vmm's refine measured that on 1-D clusters; here, the pieces of an
+        elongated cloud that a stream had cut)."""
+        if not baseline:
+            baseline.append(self._refined(self.memo.assignments().stats)[0])
+        value, stats = self._refined(merged.stats)
+        return Assignments(stats, origin=merged.origin) if value > baseline[0] else None
+
+    def _set_factors(self, stats: dict, origin: torch.Tensor | None = None) -> None:
+        """The clusters' factors at their conjugate optimum for ``stats`` (the record's), but those
+        with an ``origin`` (their index before a move, -1 where it changed them), which keep theirs;
+        the sticks from the factors' counts. The rules' buffers carry over for kept clusters (K may
+        have changed) and start at zero for the others."""
+        factor = self.family.natural(stats, self.component_prior)
+        if origin is None:
+            origin = torch.full_like(stats["count"], -1, dtype=torch.long)
+        old, _ = guides.natural_factors()
+        kept = origin >= 0
+        for name, value in factor.items():
+            value[kept] = old[name][origin[kept]].to(value)
+        counts = self.family.counts(factor, self.component_prior)
+        store = pyro.get_param_store()
+        for name, value in guides.natural_names(factor, conjugate_sticks(counts, **self.sticks_prior)).items():
+            previous = store[name].unconstrained()
+            store[name] = value
+            rows = origin if value.shape[0] == origin.numel() else origin[:-1]  # the sticks: one fewer
+            rows = rows.masked_fill(rows >= previous.shape[0], -1)  # the old last cluster had no stick
+            optimizers.carry_state(self.optim, previous, store[name].unconstrained(), rows)
+        self.model_kwargs["truncation"] = origin.numel()
+        self.counts = counts.to(self.counts.dtype)
 
     def _estimates(self):
         """(point estimates as the family's ``log_density`` takes them, sticks, the means' factor
@@ -285,10 +467,13 @@ class StochasticSession:
         optimizers.restore_optimizer_state(self.optim, self.store_state["params"], state["optimizer"])
 
     # -- running -----------------------------------------------------------------------------
-    def run(self, x, *, max_iter, batch_size, tol, clock_start=None, verbose=False, window=10, group=None):
+    def run(self, x, *, max_iter, batch_size, tol, clock_start=None, verbose=False, window=10, group=None,
+            stream=False):
         """Steps on ``x`` (the data set, or the current batch of a stream); the bound's times count
         from ``clock_start`` (``time.perf_counter()``; default: now). ``group``: the process group of
-        a data-parallel fit, x this rank's rows (``inference.data_parallel``)."""
+        a data-parallel fit, x this rank's rows (``inference.data_parallel``). A fit with births and
+        merges ends at its record's conjugate optimum (the last steps' noise gone); a ``stream``'s
+        batch keeps the rule's average over the batches before it."""
         store = pyro.get_param_store()
         fresh = self.store_state is None  # the session's first run: the start's bound is scored
         if fresh:
@@ -301,6 +486,9 @@ class StochasticSession:
         x = self.data = data_parallel.shard(mapped.rows(x), group)  # a mapped x: minibatches read from its file
         self.eval_batch = x[evaluation_indices(data_parallel.rows_here(x), self.eval_size, x.device)]
         reorganise = self._reorganise if self.kind in ("map", "natural") else None
+        natural = self.kind == "natural"
+        # births and merges on a record of fixed batches (one process: the record is not summed over ranks)
+        self.memo = Memo(x.shape[0], batch_size, x.device) if self.moves and group is None else None
         if fresh:
             with torch.no_grad():
                 start_bound = float(self._score()[0])
@@ -310,6 +498,9 @@ class StochasticSession:
             run = run_svi(self.model, self.guide, x, model_kwargs=self.model_kwargs, optim=self.optim,
                           loss=self.loss, max_iter=steps, batch_size=batch_size, tol=tol, window=window,
                           evaluate=self._evaluate, before_step=self._before_step, reorganise=reorganise,
+                          after_step=self._keep_proper if natural else None,
+                          moves=self._moves if self.memo is not None else None,
+                          draw=self.memo.draw if self.memo is not None else None,
                           clock_start=clock_start, verbose=verbose)
             total.elbo_trace += run.elbo_trace
             total.seconds += run.seconds
@@ -326,10 +517,13 @@ class StochasticSession:
                 if self.component_prior is not None:
                     self.component_prior = self.component_prior.with_mean_precision(self.final_precision)
                 self.phase_starts.append(self.evaluations)
+        if self.memo is not None and self.memo.complete and not stream:  # the record's optimum: no step's noise
+            self._set_factors(self.memo.assignments().stats)
         if fresh:
             overshoot(start_bound, total.elbo_trace, self.learning_rate)
         self.estimates = self._estimates()
         self.data = self.batch = self.eval_batch = None  # the next run brings its own (and x's file closes)
+        self.memo = self.step_from = None
         self.store_state = store.get_state()
         self.rng = get_rng_state()
         return total

@@ -39,7 +39,7 @@ The objective changes at the switch (it is monotone within each phase).
 
 Merge moves (``merge_moves=True``; the estimators turn them on for the families that learn a
 spread). After each iteration, pairs of clusters whose responsibilities correlate are scored on
-the memoized bound (``_merge``: the objective at fixed responsibilities is a function of the
+the memoized bound (``propose_merges``: the objective at fixed responsibilities is a function of the
 clusters' statistics and entropies, so no pass over the data), and the merges that raise it are
 made; once the assignments settle, the best three candidates are also run for up to ``REFINE``
 iterations each and kept once their objective passes the current one (the rows of merged pieces
@@ -62,7 +62,7 @@ at a time and only ever empty clusters: a cost or a gain that belongs to a whole
 stick's prior, the Occam term) never decides anything, and no cluster is ever opened. Once the
 assignments stand still, every cluster of at least 4 members is divided in two by 2-means (in units
 of its own spread; the spherical family also into 4 and 8 pieces where halves do not pay) and
-scored on the memoized bound (``_births``: the halves' statistics come from
+scored on the memoized bound (``propose_births``: the halves' statistics come from
 the cluster's own rows, so no pass over the data); the splits that raise the bound are kept, the
 second halves appended as new clusters, up to the truncation, and the phase ends when no split is
 kept. The number of clusters can double in one round, so a fit started with 2 clusters reaches 50
@@ -138,7 +138,7 @@ class Assignments:
 
     stats: dict
     labels: torch.Tensor | None = None
-    # for merge moves (the memoized bound, ``_merge``): sum_n r_nk r_nj of the soft responsibilities
+    # for merge moves (the memoized bound, ``propose_merges``): sum_n r_nk r_nj of the soft responsibilities
     # (K, K); the entropy -sum_n r_nk ln r_nk of each cluster's (K,); candidate pairs (P, 2) and the
     # entropy of each pair's summed responsibilities (P,) (all 0 for hard assignments)
     overlap: torch.Tensor | None = None
@@ -148,6 +148,9 @@ class Assignments:
     # the memoized learner's record: each batch's statistics from the pass that made these
     # (``memoized_expectation``); None where a move changed the clusters since
     batches: list | None = None
+    # after a move, each cluster's index before it, -1 where the move changed it (a merged pair, a
+    # divided cluster, a piece born); None: unchanged
+    origin: torch.Tensor | None = None
 
     @property
     def counts(self) -> torch.Tensor:
@@ -176,8 +179,9 @@ class Assignments:
             pairs, pair_entropy = pairs[both], pair_entropy[both]
         batches = None if self.batches is None else [{name: value[keep] for name, value in batch.items()}
                                                        for batch in self.batches]
+        origin = keep if self.origin is None else self.origin[keep]
         return Assignments({name: value[keep] for name, value in self.stats.items()}, labels, overlap, entropy,
-                           pairs, pair_entropy, batches)
+                           pairs, pair_entropy, batches, origin)
 
     def merge(self, chosen: list[int]) -> "Assignments":
         """The candidate pairs ``chosen`` (indices into ``pairs``, no cluster in two of them) each
@@ -196,7 +200,8 @@ class Assignments:
             labels = target[labels]  # -1 is the last entry, itself
         rest = torch.ones(self.counts.numel(), dtype=torch.bool, device=j.device)
         rest[k] = False
-        return Assignments(stats, labels, overlap, entropy).select(rest.nonzero()[:, 0])
+        origin = torch.arange(self.counts.numel(), device=j.device).index_fill_(0, j, -1)
+        return Assignments(stats, labels, overlap, entropy, origin=origin).select(rest.nonzero()[:, 0])
 
     def merge_candidates(self, floor: float = 1e-6) -> torch.Tensor:
         """Pairs of clusters (P, 2) by their responsibilities' correlation r_jk^2 / (r_jj r_kk), the
@@ -305,6 +310,24 @@ def prior_terms(means, sticks, variances, *, std, alpha, discount=0.0, prior_mea
     return stick_log_prior(sticks, alpha, discount, n_sticks=n_clusters - 1) - kl
 
 
+def memoized_terms(family, prior, sticks_prior: dict, n_clusters: int):
+    """The memoized bound's two parts, as functions of statistics (moves score proposals with them):
+    ``cluster_terms(stats, entropy)``, each cluster's expected data term, entropy and -KL at the
+    factor its statistics give, (K,); ``stick_terms(counts)``, sum_k N_k ln pi_k + ln p_u(v) at the
+    sticks' optimum for the counts (batched over leading dimensions), over ``n_clusters``."""
+
+    def cluster_terms(stats, entropy):
+        q = family.natural(stats, prior)
+        return family.expected_data_term(q, stats, prior) + entropy - family.kl(q, prior)
+
+    def stick_terms(counts):
+        sticks = update_sticks(counts, **sticks_prior)
+        return (counts * stick_breaking_log_weights(sticks)).sum(-1) + stick_log_prior(sticks, **sticks_prior,
+                                                                                        n_sticks=n_clusters - 1)
+
+    return cluster_terms, stick_terms
+
+
 BIRTH_SAMPLE = 2000  # a larger cluster's pieces: k-means on this many of its rows, then every row to the nearest
 REFINE = 10  # iterations a merge proposal may take to pass the objective it would replace
 
@@ -355,7 +378,7 @@ def birth_candidates(x, assignments, family, prior, seed: int, responsibilities=
             yield divisions(cluster, members)
 
 
-def _births(x, assignments, cluster_terms, stick_terms, family, prior, ceiling: int, seed: int,
+def propose_births(x, assignments, cluster_terms, stick_terms, family, prior, ceiling: int, seed: int,
             responsibilities=None):
     """Split moves scored on the memoized bound (Hughes and Sudderth's births in a simple form): a
     cluster divided into pieces (``birth_candidates``: halves, and for the spherical family quarters
@@ -415,7 +438,9 @@ def _births(x, assignments, cluster_terms, stick_terms, family, prior, ceiling: 
     stats = {name: torch.cat([value, *(pieces[name][1:] for *_, pieces in chosen)]) for name, value in stats.items()}
     # a division hands each row's responsibility to one piece whole: the entropies stay (in the first)
     entropy = None if assignments.entropy is None else torch.cat([assignments.entropy, counts.new_zeros(added)])
-    return Assignments(stats, labels, entropy=entropy)
+    origin = torch.cat([torch.arange(k, device=labels.device), torch.full((added,), -1, device=labels.device)])
+    origin[[cluster for _, cluster, *_ in chosen]] = -1
+    return Assignments(stats, labels, entropy=entropy, origin=origin)
 
 
 def fit_vmm(
@@ -502,14 +527,7 @@ def _phase(x, assignments, fit, bar, *, family, prior, sticks_prior, n_clusters,
         value = data_term + stick_log_prior(sticks, **sticks_prior, n_sticks=n_clusters - 1) - family.kl(q, prior).sum()
         return (q, point, sticks.to(x.dtype)), new, value.item()
 
-    def cluster_terms(stats, entropy):  # the memoized bound's terms of each cluster (its statistics alone)
-        q = family.natural(stats, prior)
-        return family.expected_data_term(q, stats, prior) + entropy - family.kl(q, prior)
-
-    def stick_terms(counts):  # the rest: sum_k N_k ln pi_k + ln p_u(v) at the sticks' optimum for the counts (batched)
-        sticks = update_sticks(counts, **sticks_prior)
-        return (counts * stick_breaking_log_weights(sticks)).sum(-1) + stick_log_prior(sticks, **sticks_prior,
-                                                                                        n_sticks=n_clusters - 1)
+    cluster_terms, stick_terms = memoized_terms(family, prior, sticks_prior, n_clusters)
 
     def refine(assignments, target):  # steps 1-4 from a proposal until its objective passes ``target``
         previous = -float("inf")
@@ -553,12 +571,12 @@ def _phase(x, assignments, fit, bar, *, family, prior, sticks_prior, n_clusters,
         assignments = new
         converged = settled_assignments
         if splits and converged:  # births once the assignments stand still: converged when none is kept
-            born = _births(x, assignments, cluster_terms, stick_terms, family, prior, n_clusters, seed=it,
+            born = propose_births(x, assignments, cluster_terms, stick_terms, family, prior, n_clusters, seed=it,
                            responsibilities=None if hard else _responsibilities(family, prior, *estimates))
             if born is not None:
                 assignments, converged = born, False
         if merges:  # memoized merges at every iteration (no pass); those that need one once settled
-            merged = _merge(assignments, cluster_terms, stick_terms, lambda a: refine(a, value), value,
+            merged = propose_merges(assignments, cluster_terms, stick_terms, lambda a: refine(a, value), value,
                             tries=3 if converged else 0)
             if merged:
                 assignments, converged = merged, False
@@ -572,7 +590,7 @@ def _responsibilities(family, prior, q, point, sticks):
     return lambda rows: torch.softmax(family.expected_log_density(rows, q, prior, point, log_weights), 1)
 
 
-def _merge(assignments, cluster_terms, stick_terms, refine, value, tries: int = 3):
+def propose_merges(assignments, cluster_terms, stick_terms, refine, value, tries: int = 3):
     """Merge moves, scored first on the memoized bound (Hughes and Sudderth, NeurIPS 2013): the
     objective at fixed responsibilities, the merged pairs' summed, is the sum of ``cluster_terms``
     (each cluster's expected data term, entropy and -KL, from its statistics) and ``stick_terms``

@@ -1,0 +1,105 @@
+"""The stochastic learners on clusters with a shape: learned covariances through the conjugate
+factors, births and merges on a memoized record (``inference.stick_mixture.memo``), the step guard."""
+
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+from bnpzoo import DPGMM
+from bnpzoo.families import ComponentPrior, NormalWishartFamily
+from bnpzoo.inference.conjugate import responsibilities
+from bnpzoo.inference.stick_mixture.memo import Memo
+from bnpzoo.inference.stick_mixture.session import LEARNERS
+from bnpzoo.metrics import nmi
+from bnpzoo.mixture import STOCHASTIC
+
+
+def rotated_clouds(seed, sizes=(300, 500, 400)):
+    """Three elongated 2-D Gaussian clouds (axes 1 and 0.2, random angles) around a triangle of side
+    about 4.3."""
+    rng = np.random.default_rng(seed)
+    parts, labels = [], []
+    for k, n in enumerate(sizes):
+        angle = rng.uniform(0, np.pi)
+        rotation = np.array([[np.cos(angle), -np.sin(angle)], [np.sin(angle), np.cos(angle)]])
+        centre = 2.5 * np.array([np.cos(2 * np.pi * k / 3), np.sin(2 * np.pi * k / 3)])
+        parts.append((rng.normal(size=(n, 2)) * [1.0, 0.2]) @ rotation.T + centre)
+        labels.append(np.full(n, k))
+    order = rng.permutation(sum(sizes))
+    return np.concatenate(parts)[order], np.concatenate(labels)[order]
+
+
+def quiet_fit(estimator, x):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # the K-means start's notes on tiny data
+        return estimator.fit(x)
+
+
+@pytest.mark.parametrize("inference", list(LEARNERS))
+def test_every_learner_leaves_one_gaussian_cloud_whole(inference, random_state):
+    rng = np.random.default_rng(100 + random_state)
+    x = rng.normal(size=(400, 2)) @ rng.normal(size=(2, 2)) + 3.0
+    assert quiet_fit(DPGMM(inference=inference, random_state=random_state), x).n_clusters_ == 1
+
+
+@pytest.mark.parametrize("inference", list(LEARNERS))
+def test_every_learner_finds_elongated_rotated_clouds(inference, random_state):
+    x, y = rotated_clouds(200 + random_state)
+    est = quiet_fit(DPGMM(inference=inference, random_state=random_state), x)
+    assert est.covariance_type_ == "full" and est.n_clusters_ == 3 and nmi(y, est.predict(x)) >= 0.95
+
+
+@pytest.mark.parametrize("inference", STOCHASTIC)
+def test_a_stream_of_elongated_clouds_ends_with_three_clusters(inference, random_state):
+    """Chunks of 300 rows. Each chunk stands in for the data set (``partial_fit``), so its moves are
+    the model's verdict on that many rows: with chunks of 200 (120) rows, 9 (7) of random_state 0 to
+    9 ended with 3 clusters (``benchmarks/reports/shapes.md``)."""
+    x, y = rotated_clouds(300 + random_state)
+    est = DPGMM(inference=inference, random_state=random_state)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        for chunk in np.array_split(np.arange(len(x)), 4):
+            est.partial_fit(x[chunk])
+    assert est.n_clusters_ == 3 and nmi(y, est.predict(x)) >= 0.95
+
+
+def test_the_memo_of_a_pass_holds_the_whole_datas_statistics():
+    """A pass of fixed batches recorded under one factor: the record's totals, labels and entropies
+    are those of all the rows at once, in any batch order; a new record starts empty."""
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(250, 3, generator=gen, dtype=torch.float64)
+    family = NormalWishartFamily()
+    prior = ComponentPrior(mean=x.mean(0), mean_precision=1.0, covariance=torch.eye(3, dtype=x.dtype), dof=3.0)
+    labels = torch.randint(0, 4, (250,), generator=gen)
+    q = family.natural(family.label_statistics(x, labels, 4, prior), prior)
+    c1, c0 = torch.full((3,), 2.0, dtype=x.dtype), torch.full((3,), 3.0, dtype=x.dtype)
+    resp = responsibilities(x, family, q, prior, c1, c0)
+    memo = Memo(250, 60, x.device)
+    assert len(memo.batches) == 5 and sorted(torch.cat(memo.batches).tolist()) == list(range(250))
+    for _ in range(5):
+        rows = memo.draw()
+        assert not memo.complete
+        memo.record(family.statistics(x[rows], resp[rows], prior), resp[rows])
+    assert memo.complete
+    record, whole = memo.assignments(), family.statistics(x, resp, prior)
+    for name, value in whole.items():
+        torch.testing.assert_close(record.stats[name], value)
+    assert torch.equal(record.labels, resp.argmax(1))
+    torch.testing.assert_close(record.entropy, -torch.xlogy(resp, resp).sum(0))
+    torch.testing.assert_close(record.overlap, resp.T @ resp)
+    memo.reset()
+    assert not memo.complete and bool((memo.labels == -1).all())
+
+
+def test_steps_that_leave_the_factors_domain_are_replaced_by_convex_ones():
+    """sga at a step of 3 on the natural gradient, theta + 3 (theta_hat - theta), overshoots the
+    conjugate optimum twice over: counts go negative and scatters indefinite. The guard gives such
+    clusters the convex step, and the fit ends proper and finite."""
+    x, y = rotated_clouds(7)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # the overshoot warning: the bound fell during the steps
+        est = DPGMM(inference="sga", learning_rate=3.0, random_state=0).fit(x)
+    assert np.isfinite(est.covariances_).all() and np.isfinite(est.elbo_trace_).all()
+    assert (np.linalg.eigvalsh(est.covariances_) > 0).all()
