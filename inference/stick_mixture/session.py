@@ -37,8 +37,9 @@ Births and merges (one process). These learners visit the rows in fixed batches 
 batch's statistics from its last visit (``inference.stick_mixture.memo``, Hughes and Sudderth's
 memoized record). Once the record covers every row, merges, else births, are judged on its
 memoized bound, the bound and proposals of ``inference.stick_mixture.vmm``; when neither pays, the
-three best merge candidates are refined on the evaluation rows (``_refine``), since the pieces of
-one cloud gain only once their rows move. The clusters a move makes take the record's conjugate
+three best merge candidates, then the three best divisions (also across principal axes), are
+refined on the evaluation rows (``_refine``, ``_refined_birth``): the pieces of one cloud, and the
+halves of a cluster that holds two, gain only once their rows move. The clusters a move makes take the record's conjugate
 optimum, the others keep their factors. A fit starts from two K-means clusters
 (``bnpzoo.mixture.START_CLUSTERS``) and births open the others; it ends at the record's conjugate
 optimum. The run does not converge while a record is incomplete. Measured on one 2-D cloud, three
@@ -69,8 +70,8 @@ from bnpzoo.inference.stick_mixture.mean_factors import mean_variances, occam_pe
 from bnpzoo.inference.stick_mixture.memo import Memo
 from bnpzoo.inference.stick_mixture.sticks import reorder_and_prune, stick_log_prior, update_sticks
 from bnpzoo.inference.svi import SVIRun, evaluation_indices, run_svi
-from bnpzoo.inference.stick_mixture.vmm import (REFINE, Assignments, assign, memoized_terms, propose_births,
-                                                propose_merges)
+from bnpzoo.inference.stick_mixture.vmm import (BIRTH_SAMPLE, REFINE, Assignments, assign, birth_candidates,
+                                                division_statistics, memoized_terms, propose_births, propose_merges)
 from bnpzoo.ops import conjugate_sticks, stick_breaking_log_weights
 
 
@@ -111,7 +112,8 @@ NATURAL_RULES = {
     "svmm-grad": optimizers.sga,
     "natgrad-svi": lambda lr: optimizers.natural_gradient_svi(),
 }
-REFINED_MERGES = 3  # the best merge candidates refined once no memoized move pays (``_refine``)
+REFINED_MOVES = 3  # the best merges (births) refined once no memoized move pays (``_refine``)
+SPLIT_AXES = 3  # a cluster's principal axes across which a refined birth proposes halves
 GENERIC = tuple(name for name, spec in LEARNERS.items() if spec.needs is None)
 CLOSED_FORMS = {"fisher": "per-sample Fisher", "natural": "conjugate natural-gradient estimate",
                 "vmm": "batch closed-form (VMM) update"}
@@ -357,14 +359,14 @@ class StochasticSession:
         terms = memoized_terms(self.family, self.component_prior, self.sticks_prior, self.n_clusters)
         moved = propose_merges(assignments, *terms, refine=None, value=None, tries=0)
         if moved is None:
-            factor, (c1, c0) = guides.natural_factors()
             moved = propose_births(self.data, assignments, *terms, self.family, self.component_prior,
-                                   self.n_clusters, seed=self.evaluations, responsibilities=lambda rows: (
-                                       responsibilities(rows, self.family, factor, self.component_prior, c1, c0)))
+                                   self.n_clusters, seed=self.evaluations, responsibilities=self._responsibilities())
+        baseline = []  # the current clusters refined, once a refined move needs them
         if moved is None:  # pieces of one cluster gain only once their rows move: merges refined
-            baseline = []
             moved = propose_merges(assignments, *terms, refine=lambda merged: self._refine(merged, baseline),
-                                   value=None, tries=REFINED_MERGES)
+                                   value=None, tries=REFINED_MOVES)
+        if moved is None:  # and a division that almost pays may pay once rows move: births refined
+            moved = self._refined_birth(assignments, terms, baseline)
         if moved is None:
             memo.reset(assignments.merge_candidates())
             return False
@@ -387,8 +389,61 @@ class StochasticSession:
             entropy = -scale * torch.xlogy(resp, resp).sum(0).double()
         return float(cluster_terms(stats, entropy).sum() + stick_terms(stats["count"])), stats
 
+    def _responsibilities(self):
+        """rows -> their responsibilities (M, K) under the current factors (births' soft shares)."""
+        factor, (c1, c0) = guides.natural_factors()
+        return lambda rows: responsibilities(rows, self.family, factor, self.component_prior, c1, c0)
+
+    def _refined_birth(self, assignments, terms, baseline: list):
+        """Births judged once rows may move: each cluster's halves, by 2-means
+        (``vmm.birth_candidates``) and across each of its ``SPLIT_AXES`` principal axes (in units of
+        its own spread), the ``REFINED_MOVES`` best by their memoized gain refined (``_refine``);
+        the first that raises the refined bound, or None. On the penguins (three species, a
+        covariance each) the record's two clusters held Adelie and Chinstrap in one, which 2-means
+        halved by size (the sexes): refined, -1,386.3 against the two clusters' -1,374.1; halved by
+        species at fixed responsibilities the halves gained 131.7 nats of fit against 133.8 of
+        weights, and three clusters bound the data better than two."""
+        cluster_terms, stick_terms = terms
+        counts, family, prior = assignments.counts, self.family, self.component_prior
+        k, current = counts.numel(), cluster_terms(assignments.stats, torch.zeros_like(counts))
+        if k >= self.n_clusters:
+            return None
+        shares, divisions = self._responsibilities(), []
+        for candidates in birth_candidates(self.data, assignments, family, prior, self.evaluations, shares):
+            cluster, moved, pieces = next(candidates, (None, None, None))
+            if cluster is None:
+                continue
+            members = (assignments.labels == cluster).nonzero()[:, 0]
+            rows = self.data[members]
+            units = (rows - rows.mean(0)) / family.split_units(rows, prior)
+            axes = torch.linalg.svd(units[:BIRTH_SAMPLE], full_matrices=False)[2][:SPLIT_AXES]
+            divisions.append((cluster, pieces))
+            for side in (units @ axes.T > 0).long().T:
+                if 2 <= int(side.sum()) <= side.numel() - 2:
+                    divisions.append((cluster, division_statistics(rows, side, cluster, assignments, family, prior,
+                                                                   shares)))
+        scored = []
+        for cluster, pieces in divisions:
+            divided = counts.clone()
+            divided[cluster] = pieces["count"][0]
+            gain = (cluster_terms(pieces, torch.zeros_like(pieces["count"])).sum() - current[cluster]
+                    + stick_terms(torch.cat([divided, pieces["count"][1:]])))
+            scored.append((float(gain), cluster, pieces))
+        for _, cluster, pieces in sorted(scored, key=lambda s: s[0], reverse=True)[:REFINED_MOVES]:
+            stats = {}
+            for name, value in assignments.stats.items():
+                value = value.clone()
+                value[cluster] = pieces[name][0]
+                stats[name] = torch.cat([value, pieces[name][1:]])
+            origin = torch.arange(k + 1, device=counts.device)
+            origin[cluster], origin[k] = -1, -1
+            refined = self._refine(Assignments(stats, origin=origin), baseline)
+            if refined is not None:
+                return refined
+        return None
+
     def _refine(self, merged, baseline: list):
-        """A merge proposal of the record (``vmm.propose_merges``' ``refine``), judged once rows may
+        """A merge (or birth) proposal of the record (``vmm.propose_merges``' ``refine``), judged once rows may
         move: refined on the evaluation rows (``_refined``) against the current clusters refined the
         same way (computed once, kept in ``baseline``); the refined assignments where the merge
         raises that bound, else None. The memoized gain of merging pieces of one cloud is negative at

@@ -332,6 +332,18 @@ BIRTH_SAMPLE = 2000  # a larger cluster's pieces: k-means on this many of its ro
 REFINE = 10  # iterations a merge proposal may take to pass the objective it would replace
 
 
+def division_statistics(rows, piece, cluster: int, assignments, family, prior, responsibilities=None) -> dict:
+    """The statistics of a cluster's pieces, (P, ...): its member ``rows`` divided by ``piece`` (0 to
+    P - 1; ``birth_candidates`` says how soft assignments share them)."""
+    size = int(piece.max()) + 1
+    if responsibilities is None:
+        return family.label_statistics(rows, piece, size, prior)
+    share = responsibilities(rows)[:, cluster, None] * torch.nn.functional.one_hot(piece, size)[:, 1:]
+    rest = family.statistics(rows, share.to(rows.dtype), prior)
+    return {name: torch.cat([(value[cluster] - rest[name].sum(0))[None], rest[name]])
+            for name, value in assignments.stats.items()}
+
+
 def birth_candidates(x, assignments, family, prior, seed: int, responsibilities=None):
     """For each cluster of at least 4 members, a generator of its divisions by k-means (on at most
     ``BIRTH_SAMPLE`` of its rows, every row then to the nearest centre), in units of its own spread
@@ -363,13 +375,7 @@ def birth_candidates(x, assignments, family, prior, seed: int, responsibilities=
             size = int(piece.max()) + 1
             if size < 2:
                 continue
-            if responsibilities is None:
-                stats = family.label_statistics(rows, piece, size, prior)
-            else:
-                share = responsibilities(rows)[:, cluster, None] * torch.nn.functional.one_hot(piece, size)[:, 1:]
-                rest = family.statistics(rows, share.to(rows.dtype), prior)
-                stats = {name: torch.cat([(value[cluster] - rest[name].sum(0))[None], rest[name]])
-                         for name, value in assignments.stats.items()}
+            stats = division_statistics(rows, piece, cluster, assignments, family, prior, responsibilities)
             yield cluster, [members[piece == j] for j in range(1, size)], stats
 
     for cluster in range(k):
