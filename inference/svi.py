@@ -41,6 +41,7 @@ from bnpzoo.inference import data_parallel
 from bnpzoo.mapped import release
 
 DATA_PLATE = "data"
+CONVERGED = "converged"  # what a ``moves`` hook returns to stop the run as converged
 
 
 @dataclass
@@ -142,7 +143,8 @@ def run_svi(
 
     ``evaluate()`` returns the bound (a scalar tensor); without it the mean minus-loss of the
     last window is used. ``moves()`` runs after each evaluation: while it returns True (it changed
-    the clusters, or has yet to judge them) the run goes on whatever the bound did; then
+    the clusters, or has yet to judge them) the run goes on whatever the bound did, and where it
+    returns ``CONVERGED`` the run has converged (its own test, on a less noisy bound); then
     ``reorganise()``. ``after_step()``
     runs after each step. ``draw()`` gives each step's minibatch indices (default: ``minibatch_indices``).
     ``run.seconds`` count from ``clock_start`` (a ``time.perf_counter()`` value; default: this call).
@@ -177,6 +179,9 @@ def run_svi(
             run.seconds.append(time.perf_counter() - start)
             bar.set_postfix(elbo=f"{run.elbo_trace[-1]:.6g}")
             unsettled = moves is not None and moves()
+            if unsettled is CONVERGED:
+                run.converged = True
+                break
             if len(run.elbo_trace) > 1 and not unsettled:
                 before = run.elbo_trace[-2]
                 if abs(run.elbo_trace[-1] - before) <= tol * abs(before):

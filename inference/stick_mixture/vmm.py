@@ -344,7 +344,7 @@ def division_statistics(rows, piece, cluster: int, assignments, family, prior, r
             for name, value in assignments.stats.items()}
 
 
-def birth_candidates(x, assignments, family, prior, seed: int, responsibilities=None):
+def birth_candidates(x, assignments, family, prior, seed: int, responsibilities=None, clusters=None):
     """For each cluster of at least 4 members, a generator of its divisions by k-means (on at most
     ``BIRTH_SAMPLE`` of its rows, every row then to the nearest centre), in units of its own spread
     per feature (``family.split_units``), into each number of ``family.birth_pieces`` in turn that it
@@ -354,7 +354,8 @@ def birth_candidates(x, assignments, family, prior, seed: int, responsibilities=
     assignments the members are the rows the cluster is most responsible for,
     ``responsibilities(rows)`` (M, K) gives their responsibilities, every piece but the first takes
     its rows' share of the cluster, and the first the rest of the cluster's statistics (rows
-    elsewhere included): the responsibilities themselves do not change, only which piece holds them."""
+    elsewhere included): the responsibilities themselves do not change, only which piece holds them.
+    ``clusters``: the clusters to divide (default: all)."""
     labels, k = assignments.labels, assignments.counts.numel()
     order = torch.argsort(labels, stable=True)  # each cluster's members side by side (-1, in no cluster, first)
     bounds = torch.searchsorted(labels[order], torch.arange(k + 1, device=labels.device)).tolist()
@@ -378,14 +379,14 @@ def birth_candidates(x, assignments, family, prior, seed: int, responsibilities=
             stats = division_statistics(rows, piece, cluster, assignments, family, prior, responsibilities)
             yield cluster, [members[piece == j] for j in range(1, size)], stats
 
-    for cluster in range(k):
+    for cluster in range(k) if clusters is None else clusters:
         members = order[bounds[cluster]:bounds[cluster + 1]]
         if members.numel() >= 4:
             yield divisions(cluster, members)
 
 
 def propose_births(x, assignments, cluster_terms, stick_terms, family, prior, ceiling: int, seed: int,
-            responsibilities=None):
+                   responsibilities=None, clusters=None):
     """Split moves scored on the memoized bound (Hughes and Sudderth's births in a simple form): a
     cluster divided into pieces (``birth_candidates``: halves, and for the spherical family quarters
     and eighths; ``responsibilities`` with soft assignments) changes the objective at fixed
@@ -416,7 +417,7 @@ def propose_births(x, assignments, cluster_terms, stick_terms, family, prior, ce
 
     chosen, best, added = [], objective([]), 0
     smallest = []  # for each cluster, (the objective with its smallest division that raises it alone, the division)
-    for divisions in birth_candidates(x, assignments, family, prior, seed, responsibilities):
+    for divisions in birth_candidates(x, assignments, family, prior, seed, responsibilities, clusters):
         for cluster, moved, pieces in divisions:  # in order of size, up to the first that pays
             if k + len(moved) > ceiling:
                 break
