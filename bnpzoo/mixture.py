@@ -90,10 +90,11 @@ SHARED_PARAMETERS = """
         prior of 20 pseudo-samples throughout (without it, lambda0 = 1 leaves 10 to 16 clusters),
         and on data drawn from the model the mean errors fall to those of scikit-learn's BGM
         (``benchmarks/reports/pyp_ggm.md``).
-    split_moves : births, vmm only: after the pruning phase, once the assignments settle, propose
-        splitting every cluster in two and keep the splits that raise the bound (``inference.stick_mixture.vmm``,
-        scored without a pass over the data), until none is kept; the learners otherwise only ever
-        close clusters. None (default): on for vmm. Judged on eight labelled sets (iris, wine,
+    split_moves : births, vmm's switch (the stochastic learners with a learned spread always make
+        births and merges, ``inference.stick_mixture.session``): after the pruning phase, once the
+        assignments settle, propose splitting every cluster in two and keep the splits that raise
+        the bound (``inference.stick_mixture.vmm``, scored without a pass over the data), until none
+        is kept; vmm otherwise only ever closes clusters. None (default): on for vmm. Judged on eight labelled sets (iris, wine,
         breast cancer, digits, and R's ais, Pima.tr, RootStock and crabs, standardised), the
         defaults' NMI was the same with them on six and higher on two (breast cancer 0.380 to
         0.384, RootStock 0.203 to 0.361, 3 clusters to 6 of its 6 rootstocks); on 100,000 x 32
@@ -108,9 +109,11 @@ SHARED_PARAMETERS = """
         with soft assignments and the SVI learners, the bound's relative change (SVI: between two
         evaluations, 10 steps apart). Both mean the same at every N.
     prune_threshold : clusters whose stick falls below it are dropped ([PYPM-sVMM] V.D).
-    batch_size : minibatch size of the SVI learners (None: full batch for vi, min(N, 1000) for
-        the papers' learners); for vmm, the rows of each memoized batch, after which q is
-        re-estimated from every batch's statistics (None: 50,000; N or more: batch vmm).
+    batch_size : minibatch size of the SVI learners (None: with a learned spread, min(N, max(1,000,
+        N / 20)), the batches of their memoized record (``inference.stick_mixture.memo``); else full
+        batch for vi, min(N, 1000) for the papers' learners); for vmm, the rows of each memoized
+        batch, after which q is re-estimated from every batch's statistics (None: 50,000; N or
+        more: batch vmm).
     learning_rate : the step eta of the SVI learner (None: its default, ``inference.stick_mixture.session.LEARNERS``:
         Adam 0.05 for vi, 0.1 for sga-fisher as in [DPM-SGA], 0.02 for svmm). vi and svmm move
         each coordinate by about eta whatever its gradient, so their eta for the means is in units
