@@ -27,9 +27,10 @@ all with one fixed diagonal variance sigma^2 (the model of [DPM-SGA]).
     covariance : the component family (``bnpzoo.families``): "full" (a covariance per cluster,
         Normal-Wishart prior), "diag" (a variance per cluster and feature, Normal-Gamma), "spherical"
         (one variance per cluster) or "fixed" (one std per feature shared by every cluster and not
-        learned: the papers' model). None: "full" when no scale is given and N >= 5 D (D + 1) / 2 ("diag"
-        above 32 features), else "fixed" (``_covariance_type``; the fitted choice is ``covariance_type_``); "fixed" for the
-        stochastic learners' data-parallel fits, whose births and merges need one process. Every
+        learned: the papers' model). None: "full" when no scale is given and N >= 5 D (D + 1) / 2
+        ("diag" above 32 features), else "fixed" (``_covariance_type``; the fitted choice is
+        ``covariance_type_``); "fixed" for the stochastic learners' data-parallel fits, whose births
+        and merges need one process. Every
         learner fits every family: vmm by closed-form updates, the stochastic learners through the
         family's conjugate factors (``inference.stick_mixture.session``); with a learned covariance
         all take soft assignments, births and merge moves. Measured on one Gaussian cloud (500 x 2,
@@ -83,8 +84,10 @@ all with one fixed diagonal variance sigma^2 (the model of [DPM-SGA]).
         prior (the data's covariance, worth D = 64 samples) outweighs a cluster's own rows, and the
         bound ranks 7 clusters above the true 50 (the stochastic learners, opening clusters by births,
         stopped at 14, NMI 0.67; vmm kept its start's 50 in 9.6 s); "diag" found the 50 with every
-        learner (vmm 2.0 s). Clusters with random covariances in 10 and 32 features: "full" found them
-        all with vmm and natgrad-svi (``benchmarks/reports/shapes.md``)."""
+        learner (vmm 2.0 s). Not lower: "diag" cut one correlated 10-D cloud into 12 clusters. Between
+        10 and 32 features round well-separated blobs still under-split with the stochastic learners
+        (20,000 x 16, 20 blobs: 11 clusters), where clusters with random covariances were all found
+        (``benchmarks/reports/shapes.md``)."""
         if self.covariance is not None:
             return self.covariance
         if self._given_scale() is not None or (self.data_parallel and self.inference != "vmm"):
