@@ -72,7 +72,8 @@ from bnpzoo.inference.stick_mixture.memo import Memo
 from bnpzoo.inference.stick_mixture.sticks import reorder_and_prune, stick_log_prior, update_sticks
 from bnpzoo.inference.svi import CONVERGED, SVIRun, evaluation_indices, run_svi
 from bnpzoo.inference.stick_mixture.vmm import (BIRTH_SAMPLE, REFINE, Assignments, assign, birth_candidates,
-                                                division_statistics, memoized_terms, propose_births, propose_merges)
+                                                division_statistics, divided, memoized_terms, propose_births,
+                                                propose_merges)
 from bnpzoo.ops import conjugate_sticks, stick_breaking_log_weights
 
 
@@ -113,6 +114,7 @@ NATURAL_RULES = {
     "svmm-grad": optimizers.sga,
     "natgrad-svi": lambda lr: optimizers.natural_gradient_svi(),
 }
+CONVEX_RULES = ("sga", "sga-fisher", "svmm-grad", "natgrad-svi")  # theta + eta g: convex for eta <= 1
 REFINED_MOVES = 3  # the best merges (births) refined once no memoized move pays (``_refine``) ...
 SETTLED = 1e-3  # ... and the record's memoized bound moved by at most this fraction since the last
 SPLIT_AXES = 3  # a cluster's principal axes across which a refined birth proposes halves
@@ -199,6 +201,9 @@ class StochasticSession:
         self.fisher = spec.needs == "fisher" and self.kind != "natural"
         self.memo = self.step_from = None  # the natural guide's memoized record; its last step's start and target
         self.moves = moves and self.kind == "natural"  # births and merges (one process)
+        # a rule that is not a convex combination of theta and theta_hat can leave the factors' domain:
+        # checked after each step (``_keep_proper``; a Cholesky per cluster and a host sync a step)
+        self.guarded = self.kind == "natural" and not (learner in CONVEX_RULES and (lr is None or lr <= 1))
         init_sticks = update_sticks(init_counts, **self.sticks_prior)
         if self.kind == "map":
             self.guide = guides.map_guide(init_means, init_sticks)
@@ -264,18 +269,19 @@ class StochasticSession:
             target = guides.natural_names(*natural_estimate(stats, self.family, self.component_prior,
                                                             scale=self.data.shape[0] / self.batch.shape[0],
                                                             **self.sticks_prior))
-            self.step_from = ({name: value.detach().clone() for name, value in params.items()}, target)
+            if self.guarded:
+                self.step_from = ({name: value.detach().clone() for name, value in params.items()}, target)
         return sum(0.5 * ((params[name] - target[name]) ** 2).sum() for name in params)
 
     def _keep_proper(self):
         """After a natural guide's step: a rule whose step is not a convex combination of theta and
-        theta_hat (momentum, Adam, sVMM's W / sqrt(F)) can leave the factors' domain (a negative
+        theta_hat (momentum, the averaged gradients of Adam and sVMM, a step above 1) can leave the factors' domain (a negative
         count, a scatter that is not positive definite). Such clusters take the convex step (1 - eta)
         theta + eta theta_hat instead (eta the learner's step, at most 1), and their rule's buffers
         start again."""
         store = pyro.get_param_store()
-        names = guides.natural_names(*guides.natural_factors())
         factor, (c1, c0) = guides.natural_factors()
+        names = guides.natural_names(factor, (c1, c0))
         proper = self.family.valid(factor)
         proper[:-1] &= (c1 > 0) & (c0 > 0)
         if bool(proper.all()):
@@ -378,7 +384,7 @@ class StochasticSession:
         # cluster gain only once their rows move, and so may a division that almost pays
         baseline = []  # the current clusters refined, once a refined move needs them
         if moved is None and change <= SETTLED:
-            moved = propose_merges(assignments, *terms, refine=lambda merged: self._refine(merged, baseline),
+            moved = propose_merges(assignments, *terms, refine=lambda merged: self._refine(merged, assignments, baseline),
                                    value=None, tries=REFINED_MOVES)
             if moved is None:
                 moved = self._refined_birth(assignments, terms, baseline)
@@ -456,34 +462,28 @@ class StochasticSession:
                                                                    shares)))
         scored = []
         for cluster, pieces in divisions:
-            divided = counts.clone()
-            divided[cluster] = pieces["count"][0]
+            kept = counts.clone()
+            kept[cluster] = pieces["count"][0]
             gain = (cluster_terms(pieces, torch.zeros_like(pieces["count"])).sum() - current[cluster]
-                    + stick_terms(torch.cat([divided, pieces["count"][1:]])))
+                    + stick_terms(torch.cat([kept, pieces["count"][1:]])))
             scored.append((float(gain), cluster, pieces))
         for _, cluster, pieces in sorted(scored, key=lambda s: s[0], reverse=True)[:REFINED_MOVES]:
-            stats = {}
-            for name, value in assignments.stats.items():
-                value = value.clone()
-                value[cluster] = pieces[name][0]
-                stats[name] = torch.cat([value, pieces[name][1:]])
-            origin = torch.arange(k + 1, device=counts.device)
-            origin[cluster], origin[k] = -1, -1
-            refined = self._refine(Assignments(stats, origin=origin), baseline)
+            stats, origin = divided(assignments.stats, [(cluster, pieces)])
+            refined = self._refine(Assignments(stats, origin=origin), assignments, baseline)
             if refined is not None:
                 return refined
         return None
 
-    def _refine(self, merged, baseline: list):
+    def _refine(self, merged, current, baseline: list):
         """A merge (or birth) proposal of the record (``vmm.propose_merges``' ``refine``), judged once
-        rows may move: refined (``_refined``) against the current clusters refined the same way
+        rows may move: refined (``_refined``) against the ``current`` record refined the same way
         (computed once, kept in ``baseline``); the refined assignments where the merge raises that
         bound, on a sample of the rows by more than twice its standard error (the held-out rows'
         paired differences, scaled to N: 1,000 rows stood for 300,000), else None. The memoized gain
         of merging pieces of one cloud is negative at fixed responsibilities (vmm's refine measured
         that on 1-D clusters; here, the pieces of an elongated cloud that a stream had cut)."""
         if not baseline:
-            baseline.extend(self._refined(self.memo.assignments().stats))
+            baseline.extend(self._refined(current.stats))
         value, stats, per_row = self._refined(merged.stats)
         error = 0.0
         if per_row is not None:
@@ -578,7 +578,6 @@ class StochasticSession:
         x = self.data = data_parallel.shard(mapped.rows(x), group)  # a mapped x: minibatches read from its file
         self.eval_batch = x[evaluation_indices(data_parallel.rows_here(x), self.eval_size, x.device)]
         reorganise = self._reorganise if self.kind in ("map", "natural") else None
-        natural = self.kind == "natural"
         # births and merges on a record of fixed batches (one process: the record is not summed over ranks)
         self.memo = Memo(x.shape[0], batch_size, x.device) if self.moves and group is None else None
         self.record_bound, self.tol = None, tol  # the last record's memoized bound, where no move followed it
@@ -594,7 +593,7 @@ class StochasticSession:
             run = run_svi(self.model, self.guide, x, model_kwargs=self.model_kwargs, optim=self.optim,
                           loss=self.loss, max_iter=steps, batch_size=batch_size, tol=tol, window=window,
                           evaluate=self._evaluate, before_step=self._before_step, reorganise=reorganise,
-                          after_step=self._keep_proper if natural else None,
+                          after_step=self._keep_proper if self.guarded else None,
                           moves=self._moves if self.memo is not None else None,
                           draw=self.memo.draw if self.memo is not None else None,
                           clock_start=clock_start, verbose=verbose)

@@ -434,20 +434,31 @@ def propose_births(x, assignments, cluster_terms, stick_terms, family, prior, ce
             chosen, best, added = chosen + [candidate], trial, added + len(candidate[2])
     if not chosen:
         return None
-    stats = {name: value.clone() for name, value in assignments.stats.items()}
+    stats, origin = divided(assignments.stats, [(cluster, pieces) for _, cluster, _, pieces in chosen])
     labels = assignments.labels.clone()
     new_labels = iter(range(k, k + added))
-    for _, cluster, moved, pieces in chosen:
-        for name in stats:
-            stats[name][cluster] = pieces[name][0]
+    for _, _, moved, _ in chosen:
         for rows in moved:
             labels[rows] = next(new_labels)
-    stats = {name: torch.cat([value, *(pieces[name][1:] for *_, pieces in chosen)]) for name, value in stats.items()}
     # a division hands each row's responsibility to one piece whole: the entropies stay (in the first)
     entropy = None if assignments.entropy is None else torch.cat([assignments.entropy, counts.new_zeros(added)])
-    origin = torch.cat([torch.arange(k, device=labels.device), torch.full((added,), -1, device=labels.device)])
-    origin[[cluster for _, cluster, *_ in chosen]] = -1
     return Assignments(stats, labels, entropy=entropy, origin=origin)
+
+
+def divided(stats: dict, divisions: list) -> tuple[dict, torch.Tensor]:
+    """The clusters' statistics after ``divisions`` ((cluster, its pieces' statistics), no cluster
+    twice): each divided cluster holds its first piece, the others are appended in turn; and each
+    cluster's index before (-1 for a divided cluster and a piece born, ``Assignments.origin``)."""
+    k = stats["count"].numel()
+    out = {name: value.clone() for name, value in stats.items()}
+    for cluster, pieces in divisions:
+        for name in out:
+            out[name][cluster] = pieces[name][0]
+    out = {name: torch.cat([value, *(pieces[name][1:] for _, pieces in divisions)]) for name, value in out.items()}
+    origin = torch.arange(out["count"].numel(), device=stats["count"].device)
+    origin[[cluster for cluster, _ in divisions]] = -1
+    origin[k:] = -1
+    return out, origin
 
 
 def fit_vmm(
