@@ -56,7 +56,8 @@ VMM_BATCH = 50_000
 # and merges are judged once a pass (``inference.stick_mixture.memo``), so a pass holds at most this
 # many minibatches of at least 1,000 rows
 MEMO_BATCHES = 20
-START_CLUSTERS = 2  # ... and they start from this many K-means clusters, which births divide
+# ... and with a learned spread they start from this many K-means clusters, which births divide
+START_CLUSTERS = 2
 
 # the arguments every stick mixture shares, with their allowed values
 COMMON_CONSTRAINTS = {
@@ -90,18 +91,19 @@ SHARED_PARAMETERS = """
         prior of 20 pseudo-samples throughout (without it, lambda0 = 1 leaves 10 to 16 clusters),
         and on data drawn from the model the mean errors fall to those of scikit-learn's BGM
         (``benchmarks/reports/pyp_ggm.md``).
-    split_moves : births, vmm's switch (the stochastic learners with a learned spread always make
-        births and merges, ``inference.stick_mixture.session``): after the pruning phase, once the
+    split_moves : births, vmm's switch (the stochastic learners on the conjugate factors always make
+        vmm's moves, ``inference.stick_mixture.session``): after the pruning phase, once the
         assignments settle, propose splitting every cluster in two and keep the splits that raise
         the bound (``inference.stick_mixture.vmm``, scored without a pass over the data), until none
-        is kept; vmm otherwise only ever closes clusters. None (default): on for vmm. Judged on eight labelled sets (iris, wine,
-        breast cancer, digits, and R's ais, Pima.tr, RootStock and crabs, standardised), the
-        defaults' NMI was the same with them on six and higher on two (breast cancer 0.380 to
-        0.384, RootStock 0.203 to 0.361, 3 clusters to 6 of its 6 rootstocks); on 100,000 x 32
-        they added a round of 2-means per cluster (7.2 to 8.3 s).
+        is kept; vmm otherwise only ever closes clusters. None (default): on for vmm. Judged on
+        eight labelled sets (iris, wine, breast cancer, digits, and R's ais, Pima.tr, RootStock
+        and crabs, standardised), the defaults' NMI was the same with them on six and higher on
+        two (breast cancer 0.380 to 0.384, RootStock 0.203 to 0.361, 3 clusters to 6 of its 6
+        rootstocks); on 100,000 x 32 they added a round of 2-means per cluster (7.2 to 8.3 s).
     assignment : "hard" (MAP assignments, [DPM-SGA] eq. (15)) or "soft" (responsibilities; under
-        SVI the assignments are summed out by enumeration). None: the papers' choice, hard for vmm
-        and the papers' learners, soft for vi and natgrad-svi. sga-fisher needs hard assignments.
+        SVI the assignments are summed out by enumeration). None: soft with a learned spread; on the
+        fixed scale the papers' choice, hard for every learner but vi. sga-fisher needs hard
+        assignments on the fixed scale.
     guide : "map" (Delta sites) or "mean-field" (Normal means, Beta sticks); vi only (the papers'
         learners use the MAP guide, natgrad-svi the conjugate mean-field guide).
     max_iter, tol : iteration (SVI: step) cap, and what counts as converged: for vmm with hard
@@ -109,13 +111,17 @@ SHARED_PARAMETERS = """
         with soft assignments and the SVI learners, the bound's relative change (SVI: between two
         evaluations, 10 steps apart). Both mean the same at every N.
     prune_threshold : clusters whose stick falls below it are dropped ([PYPM-sVMM] V.D).
-    batch_size : minibatch size of the SVI learners (None: with a learned spread, min(N, max(1,000,
+    batch_size : minibatch size of the SVI learners (None: on the conjugate factors, min(N, max(1,000,
         N / 20)), the batches of their memoized record (``inference.stick_mixture.memo``); else full
         batch for vi, min(N, 1000) for the papers' learners); for vmm, the rows of each memoized
         batch, after which q is re-estimated from every batch's statistics (None: 50,000; N or
         more: batch vmm).
     learning_rate : the step eta of the SVI learner (None: its default, ``inference.stick_mixture.session.LEARNERS``:
-        Adam 0.05 for vi, 0.1 for sga-fisher as in [DPM-SGA], 0.02 for svmm). vi and svmm move
+        Adam 0.05 for vi, 0.1 for sga-fisher as in [DPM-SGA], 0.02 for svmm). On the conjugate
+        factors (the Gaussian and Bernoulli families; on the fixed scale every learner but vi) eta
+        is a fraction of the natural gradient (1: the minibatch's conjugate optimum), and
+        sga-momentum's default is 0.01 (``session.NATURAL_RATES``). Elsewhere (the Laplace family,
+        vi on the fixed scale, a user's program): vi and svmm move
         each coordinate by about eta whatever its gradient, so their eta for the means is in units
         of the component's standard deviation, one per feature. For sga,
         sga-momentum, svmm-mgrad and svmm-grad, whose steps scale with the gradient, eta is in the
@@ -370,10 +376,11 @@ class StickMixture(MixtureEstimator):
                              f"discount={discount}")
 
     def _hard_assignments(self) -> bool:
-        """The papers' MAP assignments ([DPM-SGA] eq. (15), [PYPM-sVMM] eq. (20)) unless asked
-        otherwise; vi and natgrad-svi sum them out."""
+        """The papers' MAP assignments ([DPM-SGA] eq. (15), [PYPM-sVMM] eq. (20)) on the fixed scale
+        unless asked otherwise, for every learner but vi (which sums them out): natgrad-svi with
+        responsibilities there gave digits' NMI 0.674 against 0.721 (random_state 0 to 4; vmm 0.730)."""
         if self.assignment is None:  # soft for a learned spread: hard VB cuts overlapping clusters apart
-            return self.inference not in ("vi", "natgrad-svi") and not self._family().learns_spread
+            return self.inference != "vi" and not self._family().learns_spread
         if self.inference == "sga-fisher" and self.assignment == "soft":
             # F collects r_nk^2 while g collects r_nk: diffuse clusters get steps of order 1 / r_nk
             raise ValueError("assignment='soft' does not suit sga-fisher: its per-sample Fisher needs "
@@ -381,13 +388,13 @@ class StickMixture(MixtureEstimator):
         return self.assignment == "hard"
 
     def _grows(self) -> bool:
-        """Whether the stochastic learner opens and closes clusters: it fits the conjugate factors of a
-        learned spread (``session.guide_kind``) in one process, with births and merges on a record
-        of fixed batches (``inference.stick_mixture.memo``); False for arguments not validated yet
-        (``_step_work`` asks before ``fit`` validates)."""
+        """Whether the stochastic learner opens and closes clusters: it fits the conjugate factors
+        (``session.guide_kind``) in one process, with vmm's moves on a record of fixed batches
+        (``inference.stick_mixture.memo``); False for arguments not validated yet (``_step_work``
+        asks before ``fit`` validates)."""
         try:
             family = self._family()
-            return (self.inference in LEARNERS and family.learns_spread and not self.data_parallel
+            return (self.inference in LEARNERS and not self.data_parallel
                     and guide_kind(self.inference, family) == "natural")
         except (KeyError, ValueError):
             return False
@@ -415,8 +422,8 @@ class StickMixture(MixtureEstimator):
             floor = batch if self.inference != "vi" else x.shape[0] if group is None else KMEANS_SAMPLE
             sample = self._start_sample(x, floor)
             grows = self._grows()
-            init_means, labels, std, prior_mean, sample = self._start(x, sample, most=START_CLUSTERS if grows
-                                                                      else None)
+            init_means, labels, std, prior_mean, sample = self._start(x, sample, most=START_CLUSTERS if grows and
+                                                                      self._family().learns_spread else None)
             (n,) = data_parallel.all_sum([torch.tensor(float(x.shape[0]))], group)
             k, share = init_means.shape[0], float(n) / labels.numel()
             counts = torch.bincount(labels, minlength=k).to(x.dtype) * share
@@ -473,7 +480,7 @@ class StickMixture(MixtureEstimator):
             component_prior = ComponentPrior(**state["component_prior"])
             init_stats = self._family().statistics(means[:1], means.new_zeros(1, k), component_prior)
         session = self._new_session(means, state["counts"], prior["std"], prior["prior_mean"], component_prior,
-                                    init_stats)
+                                    init_stats, truncation=self.truncation if self._grows() else None)
         session.load_state_dict(state)
         return session
 
