@@ -36,6 +36,22 @@ def test_every_learner_recovers_six_clusters_drawn_from_the_model(model_draw, in
     assert est._session.model_kwargs["truncation"] == 6
 
 
+@pytest.mark.parametrize("inference", list(LEARNERS))
+def test_every_learner_recovers_six_clusters_on_the_fixed_scale(model_draw, inference, random_state):
+    """The papers' model (one fixed scale): vmm's stochastic twins (MAP assignments, a start of
+    ``truncation`` clusters, the pruning phase, births; vi on its own path) find the six, and the
+    fit ends at its record's optimum: each mean is its members' posterior mean (prior worth one row
+    at the data's mean) but for the lag between the record's batches."""
+    X, z, _ = model_draw
+    est = DPGMM(truncation=20, inference=inference, covariance="fixed", random_state=random_state).fit(X)
+    labels = est.predict(X)
+    assert est.n_clusters_ == 6 and nmi(z, labels) > 0.99 and est.converged_
+    if inference != "vi":
+        members = [X[labels == k] for k in range(6)]
+        posterior = np.stack([(rows.sum(0) + X.mean(0)) / (len(rows) + 1.0) for rows in members])
+        assert np.abs(posterior - est.means_).max() < 0.02  # the clusters' spread is 1
+
+
 def _small_problem():
     gen = torch.Generator().manual_seed(1)
     x = torch.cat([torch.randn(40, 2, generator=gen) + c for c in (torch.tensor([6.0, 0]), torch.tensor([-6.0, 0]))])
