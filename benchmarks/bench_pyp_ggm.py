@@ -2,20 +2,21 @@
 
 1. [PYPM-sVMM] Tables III-V on our data, with defaults and no knowledge of the number of clusters:
    digits (1797 x 64, 3 seeds) and a generated Laplace mixture (``blobs:n=60000,d=16,k=30,
-   spread=1,noise=laplace``): "Gau: grad / mgrad / mgrad+mdir" (svmm-grad, svmm-mgrad, svmm at
-   rho = 2), "Lapl: mgrad+mdir" (svmm at rho = 1, the default), the paper's "SVI: DPM" baseline
-   (natgrad-svi), DPGMM's batch vmm, BGM diag and full: NMI, ACC, clusters, seconds, time over
-   BGM diag's.
-2. The component scale per feature, on data in mixed units: raw iris, wine and breast cancer,
-   digits, and blobs whose features were multiplied by 10^U(-2, 3): NMI of DPGMM and PYPGGM with
-   their defaults, with one shared scale (what a single sigma did before), and BGM diag.
+   spread=1,noise=laplace``): the paper's fixed scale, "Gau: grad / mgrad / mgrad+mdir"
+   (svmm-grad, svmm-mgrad, svmm at rho = 2), "Lapl: mgrad+mdir" (svmm at rho = 1), the paper's
+   "SVI: DPM" baseline (natgrad-svi); PYPGGM's default (a learned covariance), DPGMM's default
+   (batch vmm), BGM diag and full: NMI, ACC, clusters, seconds, time over BGM diag's.
+2. The fixed component scale per feature, on data in mixed units: raw iris, wine and breast
+   cancer, digits, and blobs whose features were multiplied by 10^U(-2, 3): NMI of DPGMM and
+   PYPGGM (Laplace) with one scale per feature, with one shared scale (what a single sigma did
+   before), and BGM diag.
 3. The means' prior, on data drawn from the model (n = 2000, 6 clusters): the error of the
    fitted means (matched to the generating ones) for BGM diag and for DPGMM with the pruning phase
    (the default), with lambda0 = 20 throughout (the former default) and with lambda0 = 1 and no
    phase; and on digits, the clusters each keeps (what the prior's pull buys).
 4. The discount, on data drawn from models.pyp_ggm with d = 0.5 (4000 x 6, sizes with a power-law
    tail): clusters holding under 1% of the points, fitted with d = 0 and d = 0.5, by vmm (with and
-   without split moves) and svmm.
+   without split moves) and svmm on the fixed scale given, and by PYPGGM's defaults (no scale).
 
 Writes benchmarks/reports/pyp_ggm.md and pyp_ggm.png. Usage:
     python benchmarks/bench_pyp_ggm.py [--out DIR] [--quick]
@@ -45,12 +46,17 @@ from bnpzoo import DPGMM, PYPGGM  # noqa: E402
 from bnpzoo.data import blobs, digits  # noqa: E402
 from bnpzoo.metrics import acc, clusters_used, nmi  # noqa: E402
 
-VARIANTS = {  # [PYPM-sVMM] section VI.C's cases, and the baselines around them
-    "Gau: grad (svmm-grad)": lambda seed: PYPGGM(likelihood="gaussian", inference="svmm-grad", random_state=seed),
-    "Gau: mgrad (svmm-mgrad)": lambda seed: PYPGGM(likelihood="gaussian", inference="svmm-mgrad", random_state=seed),
-    "Gau: mgrad+mdir (svmm)": lambda seed: PYPGGM(likelihood="gaussian", inference="svmm", random_state=seed),
-    "Lapl: mgrad+mdir (svmm, default)": lambda seed: PYPGGM(random_state=seed),
-    "SVI: DPM (natgrad-svi)": lambda seed: PYPGGM(likelihood="gaussian", inference="natgrad-svi", random_state=seed),
+VARIANTS = {  # [PYPM-sVMM] section VI.C's cases (the paper's fixed scale), and the baselines around them
+    "Gau: grad (svmm-grad)": lambda seed: PYPGGM(likelihood="gaussian", covariance="fixed", inference="svmm-grad",
+                                                 random_state=seed),
+    "Gau: mgrad (svmm-mgrad)": lambda seed: PYPGGM(likelihood="gaussian", covariance="fixed", inference="svmm-mgrad",
+                                                   random_state=seed),
+    "Gau: mgrad+mdir (svmm)": lambda seed: PYPGGM(likelihood="gaussian", covariance="fixed", inference="svmm",
+                                                  random_state=seed),
+    "Lapl: mgrad+mdir (svmm)": lambda seed: PYPGGM(likelihood="laplace", random_state=seed),
+    "SVI: DPM (natgrad-svi)": lambda seed: PYPGGM(likelihood="gaussian", covariance="fixed", inference="natgrad-svi",
+                                                  random_state=seed),
+    "PYPGGM default (Gaussian, learned covariance, svmm)": lambda seed: PYPGGM(random_state=seed),
     "DPGMM vmm (batch)": lambda seed: DPGMM(random_state=seed),
 }
 
@@ -97,7 +103,7 @@ def bench_tables(name, data, seeds, traces):
 FINDINGS = [  # (finding, first variant, second variant, the paper's claim, the difference it implies)
     ("mgrad+mdir over mgrad", "Gau: mgrad+mdir (svmm)", "Gau: mgrad (svmm-mgrad)", "+2% to +8% ACC", 0.02),
     ("grad against mgrad", "Gau: grad (svmm-grad)", "Gau: mgrad (svmm-mgrad)", "about equal", 0.0),
-    ("Laplace over Gaussian (mgrad+mdir)", "Lapl: mgrad+mdir (svmm, default)", "Gau: mgrad+mdir (svmm)",
+    ("Laplace over Gaussian (mgrad+mdir)", "Lapl: mgrad+mdir (svmm)", "Gau: mgrad+mdir (svmm)",
      "on par or better", 0.0),
 ]
 
@@ -145,12 +151,13 @@ def bench_scale():
     for name, (X, y) in sets.items():
         sigma = shared_scale(X)
         scores = [nmi(y, make().fit(X).predict(X)) for make in (
-            lambda: DPGMM(random_state=0), lambda: DPGMM(scale=sigma, random_state=0),
-            lambda: PYPGGM(random_state=0), lambda: PYPGGM(scale=sigma, random_state=0))]
+            lambda: DPGMM(covariance="fixed", random_state=0), lambda: DPGMM(scale=sigma, random_state=0),
+            lambda: PYPGGM(likelihood="laplace", random_state=0),
+            lambda: PYPGGM(likelihood="laplace", scale=sigma, random_state=0))]
         peer = nmi(y, bgm("diag").fit(X).predict(X))
         rows.append((name, *(f"{v:.3f}" for v in scores), f"{peer:.3f}"))
         print(f"  scale {name}: {rows[-1][1:]}", flush=True)
-    return table(rows, ["data (raw)", "DPGMM", "DPGMM shared sigma", "PYPGGM (Laplace)", "PYPGGM shared scale",
+    return table(rows, ["data (raw)", "DPGMM fixed", "DPGMM shared sigma", "PYPGGM Laplace", "PYPGGM Laplace shared",
                         "BGM diag"])
 
 
@@ -212,14 +219,15 @@ def bench_discount(seeds):
                                                             prior_precision=0.05, num_data=4000, dim=6)
         X, z = trace.nodes["x"]["value"].numpy(), trace.nodes["z"]["value"].numpy()
         cells = [f"{small(z, len(z))} of {len(np.unique(z))}"]
-        for inference, splits in (("vmm", False), ("vmm", True), ("svmm", False)):
+        for settings in (dict(inference="vmm", split_moves=False), dict(inference="vmm", split_moves=True),
+                         dict(inference="svmm"), None):
             for d in (0.0, 0.5):
-                est = PYPGGM(likelihood="gaussian", inference=inference, discount=d, truncation=100, scale=1.0,
-                             split_moves=splits, random_state=seed).fit(X)
+                fixed = dict(likelihood="gaussian", truncation=100, scale=1.0, **settings) if settings else {}
+                est = PYPGGM(discount=d, random_state=seed, **fixed).fit(X)
                 cells.append(f"{small(est.predict(X), len(X))} of {est.n_clusters_}")
         rows.append((f"seed {seed}", *cells))
     return table(rows, ["data", "generated", "vmm d = 0", "vmm d = 0.5", "vmm + splits d = 0",
-                        "vmm + splits d = 0.5", "svmm d = 0", "svmm d = 0.5"])
+                        "vmm + splits d = 0.5", "svmm d = 0", "svmm d = 0.5", "PYPGGM() d = 0", "PYPGGM() d = 0.5"])
 
 
 def figure(traces, ratios, path):
@@ -280,7 +288,7 @@ The paper's findings (section VI.C), on our data: the ACC difference of each pai
 
 {findings}
 
-## A component scale per feature, on raw data in mixed units (NMI)
+## The fixed scale, one per feature, on raw data in mixed units (NMI)
 
 {scale_table}
 
@@ -300,19 +308,20 @@ What the stronger prior buys: the clusters DPGMM keeps on digits under each sett
 ## The discount on Pitman-Yor data
 
 Clusters holding under 1% of the points (of all clusters), on data drawn from `models.pyp_ggm`
-with d = 0.5 (4000 x 6, the true scale given), fitted with d = 0 and d = 0.5.
+with d = 0.5 (4000 x 6), fitted with d = 0 and d = 0.5: vmm and svmm with the true scale given
+(truncation 100), and PYPGGM's defaults.
 
 {discount_table}
 
-The discount barely moves the count. In the Chinese-restaurant view a discount raises the chance
-of a *new* cluster as more exist (alpha + K d) and lowers each small cluster's own share
-(N_k - d). The default learners start from a K-means over-segmentation and only prune, one point
-at a time: they never open a cluster, so the first effect has no way in, and the second is a
-fraction of a nat per point against the likelihood's and the Occam term's several. Split moves
-(`split_moves=True`) open clusters and recover much more of the tail, but the discount's own
-effect (about 2 nats of prior per small cluster) stays below the noise of which splits are
-accepted. A collapsed sampler over the partition, where the discount enters every move, is what
-we would try next.
+In the Chinese-restaurant view a discount raises the chance of a *new* cluster as more exist
+(alpha + K d) and lowers each small cluster's own share (N_k - d). Learners that only prune (vmm
+without births) have no way to open the clusters the first effect asks for, and the second is a
+fraction of a nat per point against the likelihood's and the Occam term's several. Births open
+clusters and recover much more of the tail, but the discount's own effect (about 2 nats of prior
+per small cluster) is small beside the noise of which births are accepted. With a learned
+covariance (PYPGGM's default) the clusters are fewer and larger: one covariance explains several
+of the draw's overlapping small clusters. A collapsed sampler over the partition, where the
+discount enters every move, is what we would try next.
 
 ![bound over time on the Laplace mixture; mean errors](pyp_ggm.png)
 """

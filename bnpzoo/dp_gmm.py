@@ -5,14 +5,13 @@ The one place that pairs ``models.dp_gmm`` with its family and the learners of t
 """
 
 from bnpzoo._validation import Interval, OneOf, Scale
-from bnpzoo.families import COVARIANCES, gaussian_family
+from bnpzoo.families import COVARIANCES
+from bnpzoo.gaussian_components import LearnedCovariance
 from bnpzoo.mixture import COMMON_CONSTRAINTS, INFERENCE, SHARED_PARAMETERS, StickMixture
 from bnpzoo.models.dp_gmm import model as dp_gmm_model
 
-FULL_FEATURES = 32  # the most features for which the default covariance is "full" ("diag" above)
 
-
-class DPGMM(StickMixture):
+class DPGMM(LearnedCovariance, StickMixture):
     """Dirichlet-process mixture of Gaussians, each cluster with its own covariance (by default) or
 all with one fixed diagonal variance sigma^2 (the model of [DPM-SGA]).
 
@@ -28,7 +27,7 @@ all with one fixed diagonal variance sigma^2 (the model of [DPM-SGA]).
         Normal-Wishart prior), "diag" (a variance per cluster and feature, Normal-Gamma), "spherical"
         (one variance per cluster) or "fixed" (one std per feature shared by every cluster and not
         learned: the papers' model). None: "full" when no scale is given and N >= 5 D (D + 1) / 2
-        ("diag" above 32 features), else "fixed" (``_covariance_type``; the fitted choice is
+        ("diag" above 32 features), else "fixed" (``gaussian_components``; the fitted choice is
         ``covariance_type_``); "fixed" for the stochastic learners' data-parallel fits, whose births
         and merges need one process. Every
         learner fits every family: vmm by closed-form updates, the stochastic learners through the
@@ -71,40 +70,6 @@ all with one fixed diagonal variance sigma^2 (the model of [DPM-SGA]).
 
     def _program(self):
         return dp_gmm_model
-
-    _fitted_attributes = StickMixture._fitted_attributes + ("covariance_type_",)
-
-    def _covariance_type(self, n_samples=None, n_features=None) -> str:
-        """``covariance``, or what None resolves to: "full" when no scale is given (nor a
-        stochastic learner's data-parallel fit) and the data hold at least 5 samples per parameter
-        of a cluster's covariance (N >= 5 D (D + 1) / 2), else "fixed". On scikit-learn's digits (1,797 x 64: 2,080 parameters a cluster) "full" gave
-        NMI 0.33 and "fixed" 0.74; the five real tables of ``reports/families.md`` (4 to 9 features)
-        all pass the test but glass (214 x 9), where "diag" was best. Above ``FULL_FEATURES`` features,
-        "diag": on 100,000 x 64 round blobs (50 of 2,000 rows, 10 sd apart) the full covariance's
-        prior (the data's covariance, worth D = 64 samples) outweighs a cluster's own rows, and the
-        bound ranks 7 clusters above the true 50 (the stochastic learners, opening clusters by births,
-        stopped at 14, NMI 0.67; vmm kept its start's 50 in 9.6 s); "diag" found the 50 with every
-        learner (vmm 2.0 s). Not lower: "diag" cut one correlated 10-D cloud into 12 clusters. Between
-        10 and 32 features round well-separated blobs still under-split with the stochastic learners
-        (20,000 x 16, 20 blobs: 11 clusters), where clusters with random covariances were all found
-        (``benchmarks/reports/shapes.md``)."""
-        if self.covariance is not None:
-            return self.covariance
-        if self._given_scale() is not None or (self.data_parallel and self.inference != "vmm"):
-            return "fixed"
-        if n_samples is not None and n_samples < 5 * n_features * (n_features + 1) / 2:
-            return "fixed"
-        return "full" if n_features is None or n_features <= FULL_FEATURES else "diag"
-
-    def _resolve(self, x) -> None:
-        self.covariance_type_ = self._covariance_type(*x.shape)
-
-    def _family(self):
-        fitted = getattr(self, "covariance_type_", None)
-        return gaussian_family(fitted if fitted is not None else self._covariance_type())
-
-    def _validate_params(self):
-        super()._validate_params()
 
     def _stick_prior(self) -> dict:
         return dict(alpha=self.alpha, discount=0.0)

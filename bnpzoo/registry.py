@@ -57,7 +57,7 @@ def on_or_off(text: str) -> bool:
 
 MODELS = {
     "dp-gmm": Entry(DPGMM, MIXTURE_LEARNERS),
-    # compared with its default (Laplace) likelihood, by the learners of [PYPM-sVMM]
+    # compared with its default likelihood (the Gaussian, a learned covariance), by the learners of [PYPM-sVMM]
     "pyp-ggm": Entry(PYPGGM, MIXTURE_LEARNERS, compared=("svmm", "svmm-mgrad", "svmm-grad")),
     "hdp-gd": Entry(HDPGD, HDP_GD_LEARNERS, needs_groups=True, compared=("vi", "online-vi")),
     "coupled-dp": Entry(CoupledDP, COUPLED_DP_LEARNERS, grouped=True),

@@ -60,8 +60,8 @@ def model(
     """
     n, (sigma, m0) = feature_vectors(data, num_data, dim, sigma, prior_mean)
     if covariance != "fixed":
-        return _learned_covariance(data, n, truncation, alpha, covariance, sigma, m0, prior_covariance, prior_dof,
-                                   prior_precision, subsample_size)
+        return learned_covariance(data, n, truncation, alpha, 0.0, covariance, sigma, m0, prior_covariance,
+                                  prior_dof, prior_precision, subsample_size)
 
     # sticks v_k ~ Beta(1, a0) and means mu_k ~ N(m0, sigma^2 / lambda0): the sites v and mu
     log_weights, mu = stick_breaking_prior(truncation, alpha, 0.0, m0, sigma / prior_precision**0.5)
@@ -72,13 +72,14 @@ def model(
         return pyro.sample("x", AssignedNormal(mu, sigma, z), obs=obs)
 
 
-def _learned_covariance(data, n, truncation, alpha, covariance, sigma, m0, prior_covariance, prior_dof,
-                        prior_precision, subsample_size):
-    """The program with a precision per cluster (the module docstring)."""
+def learned_covariance(data, n, truncation, alpha, discount, covariance, sigma, m0, prior_covariance, prior_dof,
+                       prior_precision, subsample_size):
+    """The program with a precision per cluster (the module docstring), and Pitman-Yor sticks of
+    ``discount`` d (``models.pyp_ggm`` at rho = 2)."""
     d = m0.shape[0]
     cov0 = torch.diag(sigma**2) if prior_covariance is None else torch.as_tensor(prior_covariance).to(m0)
     nu0 = float(d if prior_dof is None else prior_dof)
-    log_weights = stick_weights(truncation, alpha, 0.0, like=m0)  # the site v
+    log_weights = stick_weights(truncation, alpha, discount, like=m0)  # the site v
     with pyro.plate("clusters", truncation, dim=-1):
         if covariance == "full":
             scale = torch.linalg.inv(nu0 * cov0)  # W0: E[Lambda_k] = nu0 W0 = Sigma0^-1

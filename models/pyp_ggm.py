@@ -16,6 +16,10 @@ a scale means the same for every rho (s_d = sd_d sqrt(Gamma(1/rho) / Gamma(3/rho
 Gaussian and Laplacian "s = sqrt 2" are sd = 1 and sd = 2), and the prior on B_k has variance
 sd^2 / lambda0 instead of 1 / lambda0, which makes the fit independent of the data's units.
 
+At rho = 2 a cluster may learn its spread too: ``covariance`` "full", "diag" or "spherical" is
+``models.dp_gmm``'s program with these sticks (a precision per cluster, site ``precision``, and
+its conjugate prior; ``scale`` the prior's guess).
+
 Sites: ``v`` (K-1 sticks), ``mu`` (the K x D means B), ``z`` (enumerated), ``x``; the data plate
 is named ``"data"`` and subsamples through ``subsample_size``. With ``data=None`` the program
 generates ``num_data`` observations of dimension ``dim``.
@@ -25,6 +29,7 @@ import pyro
 import pyro.distributions as dist
 
 from bnpzoo.models.assigned import AssignedGeneralizedGaussian
+from bnpzoo.models.dp_gmm import learned_covariance
 from bnpzoo.models.stick_breaking import feature_vectors, stick_breaking_prior
 
 
@@ -36,6 +41,9 @@ def model(
     discount: float = 0.0,
     scale=1.0,
     rho: float = 2.0,
+    covariance: str = "fixed",
+    prior_covariance=None,
+    prior_dof: float | None = None,
     prior_mean=0.0,
     prior_precision: float = 1.0,
     subsample_size: int | None = None,
@@ -43,8 +51,14 @@ def model(
     dim: int | None = None,
 ):
     """The generative program. alpha is alpha0, discount d, scale each feature's standard
-    deviation within a cluster, rho the GGD shape, prior_mean m0, prior_precision lambda0."""
+    deviation within a cluster, rho the GGD shape, prior_mean m0, prior_precision lambda0;
+    covariance, prior_covariance and prior_dof as ``models.dp_gmm``'s, at rho = 2."""
     n, (sd, m0) = feature_vectors(data, num_data, dim, scale, prior_mean)
+    if covariance != "fixed":
+        if rho != 2.0:
+            raise ValueError(f"a learned covariance needs rho = 2 (the Gaussian), got rho={rho}")
+        return learned_covariance(data, n, truncation, alpha, discount, covariance, sd, m0, prior_covariance,
+                                  prior_dof, prior_precision, subsample_size)
 
     # sticks v_k ~ Beta(1 - d, alpha0 + k d), eq. (1), and means B_k ~ N(m0, sd^2 / lambda0): sites v, mu
     log_weights, mu = stick_breaking_prior(truncation, alpha, discount, m0, sd / prior_precision**0.5)

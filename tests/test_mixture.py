@@ -15,14 +15,21 @@ SHARED = ["vmm", *LEARNERS]
 
 
 @pytest.mark.cpu_state  # bit for bit across two code paths
+@pytest.mark.parametrize("scale", [1.3, None])  # the fixed scale given; a learned covariance by the rule
 @pytest.mark.parametrize("inference", SHARED)
-def test_pypggm_at_d_0_rho_2_is_dpgmm(model_draw, inference):
+def test_pypggm_at_d_0_rho_2_is_dpgmm(model_draw, inference, scale):
     X = model_draw[0][:600]
     common = dict(truncation=12, inference=inference, alpha=1.5, prior_precision=2.0, max_iter=60, random_state=3)
-    dp = DPGMM(scale=1.3, **common).fit(X)
-    pyp = PYPGGM(discount=0.0, likelihood="gaussian", scale=1.3, **common).fit(X)
+    dp = DPGMM(scale=scale, **common).fit(X)
+    pyp = PYPGGM(discount=0.0, likelihood="gaussian", scale=scale, **common).fit(X)
+    assert dp.covariance_type_ == pyp.covariance_type_ == ("fixed" if scale else "full")
     assert np.array_equal(dp.means_, pyp.means_) and np.array_equal(dp.weights_, pyp.weights_)
-    assert dp.elbo_trace_ == pyp.elbo_trace_
+    assert np.array_equal(dp.covariances_, pyp.covariances_) and dp.elbo_trace_ == pyp.elbo_trace_
+
+
+def test_a_learned_covariance_needs_the_gaussian():
+    with pytest.raises(ValueError, match="likelihood='gaussian'"):
+        PYPGGM(likelihood="laplace", covariance="full").fit(np.zeros((10, 2)))
 
 
 def _student_t_data():

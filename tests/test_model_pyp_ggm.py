@@ -82,3 +82,22 @@ def test_the_program_generates_laplace_data_of_the_requested_shape_and_spread():
     kurtosis = ((x / x.std(0)) ** 4).mean(0)
     assert torch.allclose(kurtosis, torch.full((2,), 6.0), rtol=0.15)  # the Laplace's, not the Normal's 3
     assert math.isfinite(trace.log_prob_sum().item())
+
+
+@pytest.mark.filterwarnings("ignore:Singular sample detected")  # the prior's Wishart at nu0 = D; torch redraws
+@pytest.mark.parametrize("covariance", ["full", "diag", "spherical"])
+def test_a_learned_covariance_is_dp_gmms_program_with_pitman_yor_sticks(covariance):
+    """At rho = 2 a learned covariance gives the same log joint as models.dp_gmm's at d = 0, and
+    the Pitman-Yor sticks otherwise; at any other rho it is refused."""
+    x, mu, v, z = _problem()
+    pyro.set_rng_seed(0)
+    precision = poutine.trace(dp_gmm.model).get_trace(x, truncation=K, covariance=covariance).nodes["precision"]["value"]
+    data = {"mu": mu.detach(), "v": v, "z": z, "precision": precision}
+    common = dict(truncation=K, alpha=1.5, covariance=covariance, prior_mean=0.3, prior_precision=2.0)
+    pyp = poutine.trace(poutine.condition(pyp_ggm.model, data=data)).get_trace(x, discount=0.0, scale=0.8, **common)
+    dp = poutine.trace(poutine.condition(dp_gmm.model, data=data)).get_trace(x, sigma=0.8, **common)
+    assert torch.allclose(pyp.log_prob_sum(), dp.log_prob_sum())
+    sticks = poutine.trace(poutine.condition(pyp_ggm.model, data=data)).get_trace(x, discount=0.4, **common)
+    assert torch.allclose(sticks.nodes["v"]["fn"].concentration1, torch.full((K - 1,), 0.6, dtype=x.dtype))
+    with pytest.raises(ValueError, match="rho = 2"):
+        pyp_ggm.model(x, truncation=K, covariance=covariance, rho=1.0)
