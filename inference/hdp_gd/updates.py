@@ -153,7 +153,12 @@ def saliency_mean(g: Globals) -> torch.Tensor:
 
 def saliency_factor(f: torch.Tensor, prior: Prior, scale: float = 1.0) -> torch.Tensor:
     """q(eps)'s optimum given the relevances f: (xi1 + sum_n f_nl, xi2 + sum_n (1 - f_nl)), sums times scale."""
-    return torch.stack([prior.xi[0] + scale * f.sum(0), prior.xi[1] + scale * (1 - f).sum(0)], -1)
+    return saliency_of_sums(scale * f.sum(0), scale * (1 - f).sum(0), prior)
+
+
+def saliency_of_sums(relevant: torch.Tensor, irrelevant: torch.Tensor, prior: Prior) -> torch.Tensor:
+    """q(eps)'s optimum from the relevances' sums sum_n f_nl and sum_n (1 - f_nl)."""
+    return torch.stack([prior.xi[0] + relevant, prior.xi[1] + irrelevant], -1)
 
 
 def expected_log_saliency(g: Globals) -> tuple[torch.Tensor, torch.Tensor]:
@@ -470,6 +475,51 @@ def online_step(batch: Observations, g: Globals, prior: Prior, *, n_total: int, 
                   global_sticks=(1 - zeta) * g.global_sticks + zeta * stick_factors(theta.sum((0, 1)), prior.gamma),
                   saliency=(1 - zeta) * g.saliency + zeta * saliency, **moved)
     return g, r, f, estimate
+
+
+# -- memoized online VI ------------------------------------------------------------------------
+def memoized_visit(batch: Observations, g: Globals, prior: Prior, totals: dict | None, old: dict | None,
+                   n_groups: int):
+    """One visit of memoized VI to a minibatch: ``batch_iteration``'s steps in its order, with each
+    global factor computed from the record's totals, the sums over every batch seen (this batch's
+    from now, ``old`` its sums from its last visit). Every statistic is a sum over rows, so the
+    totals are the data's once every batch has been seen, and a visit to the only batch is
+    ``batch_iteration``. Its relevances f carry over from its last visit (as batch VI's do): f
+    restarted at E[eps] and refined with the start's q(W), before q(W) had moved, took the rows'
+    relevances from 0.7 to 0.1-0.5 and the fit to a bound 9,000 nats lower on a draw of 1,800 rows.
+    Returns (globals, the batch's sums and f, the totals)."""
+    tab = tables(g)
+    f = saliency_mean(g).expand_as(batch.x).clone() if old is None else old["f"]
+    lik = component_log_lik(batch, f, tab)
+    log_pi = expected_log_weights(*_pair(g.group_sticks))
+    rho, r = assign(batch, lik, _log(g.theta), log_pi)
+    stats = {"rows": batch.sizes, "atoms": group_atoms(batch, rho, lik, n_groups),
+             "bound": local_bound(batch, g, rho, r, f, lik, tab)}  # the bound of the state the visit starts from
+    totals = _recorded(totals, stats, old)
+    seen = (totals["rows"] > 0)[:, None, None]  # groups none of whose rows has been seen keep q(W) and sticks
+    theta = torch.where(seen, torch.softmax(totals["atoms"] + expected_log_weights(*_pair(g.global_sticks)), -1),
+                        g.theta)
+    rho, r = assign(batch, lik, _log(theta), log_pi)
+    f = relevance(batch, r, tab, expected_log_saliency(g))
+    later = {"slots": group_counts(batch, rho, n_groups), "relevant": f.sum(0), "irrelevant": (1 - f).sum(0),
+             **gamma_statistics(batch, r, f)}
+    totals = _recorded(totals, later, old)
+    sticks = torch.where(seen, stick_factors(totals["slots"], prior.lam), g.group_sticks)
+    g = g.replace(theta=theta, group_sticks=sticks, global_sticks=stick_factors(theta.sum((0, 1)), prior.gamma),
+                  saliency=saliency_of_sums(totals["relevant"], totals["irrelevant"], prior))
+    g = guarded_gamma_update(g, {name: totals[name] for name in later if name in GAMMA_STATISTICS}, prior)
+    return g, {**stats, **later, "f": f}, totals
+
+
+GAMMA_STATISTICS = ("w", "lx", "l1x", "w_bg", "lx_bg", "l1x_bg")
+
+
+def _recorded(totals: dict | None, stats: dict, old: dict | None) -> dict:
+    """``totals`` with the batch's ``stats`` in place of its ``old`` ones (for the names in stats)."""
+    out = dict(totals or {})
+    for name, value in stats.items():
+        out[name] = out.get(name, 0) + value - (0 if old is None else old[name])
+    return out
 
 
 def converged(trace: list, tol: float, n: int) -> bool:
