@@ -11,6 +11,7 @@ from bnpzoo.mixture import FITTED
 
 FULL_FEATURES = 32  # the most features for which the default covariance is "full" ("diag" above)
 
+
 class LearnedCovariance:
     """The ``covariance`` argument, its default rule and the family it selects (the module
     docstring)."""
@@ -37,7 +38,8 @@ class LearnedCovariance:
         (``benchmarks/reports/shapes.md``)."""
         if self.covariance is not None:
             return self.covariance
-        if self._rho() != 2.0 or self._given_scale() is not None or (self.data_parallel and self.inference != "vmm"):
+        stochastic_data_parallel = self.data_parallel and self.inference != "vmm"
+        if self._rho() != 2.0 or self._given_scale() is not None or stochastic_data_parallel:
             return "fixed"
         if n_samples is not None and n_samples < 5 * n_features * (n_features + 1) / 2:
             return "fixed"

@@ -63,9 +63,10 @@ class PYPGGM(LearnedCovariance, StickMixture):
     }
 
     def __init__(self, *, truncation=50, inference="svmm", likelihood="gaussian", rho=None, covariance=None,
-                 discount=0.0, alpha=1.0, scale=None, prior_precision=1.0, pruning_precision=None, split_moves=None, assignment=None,
-                 guide="map", max_iter=500, tol=1e-5, prune_threshold=1e-3, batch_size=None, learning_rate=None,
-                 n_init=3, device=None, dtype="float32", random_state=None, verbose=False, data_parallel=False):
+                 discount=0.0, alpha=1.0, scale=None, prior_precision=1.0, pruning_precision=None, split_moves=None,
+                 assignment=None, guide="map", max_iter=500, tol=1e-5, prune_threshold=1e-3, batch_size=None,
+                 learning_rate=None, n_init=3, device=None, dtype="float32", random_state=None, verbose=False,
+                 data_parallel=False):
         self._store(locals())
 
     @property

@@ -91,7 +91,8 @@ def test_a_learned_covariance_is_dp_gmms_program_with_pitman_yor_sticks(covarian
     the Pitman-Yor sticks otherwise; at any other rho it is refused."""
     x, mu, v, z = _problem()
     pyro.set_rng_seed(0)
-    precision = poutine.trace(dp_gmm.model).get_trace(x, truncation=K, covariance=covariance).nodes["precision"]["value"]
+    drawn = poutine.trace(dp_gmm.model).get_trace(x, truncation=K, covariance=covariance)
+    precision = drawn.nodes["precision"]["value"]
     data = {"mu": mu.detach(), "v": v, "z": z, "precision": precision}
     common = dict(truncation=K, alpha=1.5, covariance=covariance, prior_mean=0.3, prior_precision=2.0)
     pyp = poutine.trace(poutine.condition(pyp_ggm.model, data=data)).get_trace(x, discount=0.0, scale=0.8, **common)

@@ -36,15 +36,16 @@ def settled(trace: list, tol: float, n: int, g: Globals, previous_saliency: torc
     """Converged: the bound moved by at most ``tol`` per row in the last iteration (pass), and no
     feature's E[eps] by more than ``SALIENCY_SETTLED``. The saliencies of irrelevant features drift
     to 0 long after the bound has settled (each row's relevance f and the components' fit of the
-    feature pull each other down, a little each iteration): stopped on the bound alone, batch VI left
-    an irrelevant feature at 0.56 and 0.90 on two of six draws, memoized VI at 0.13 to 0.19 on four."""
+    feature pull each other down, a little each iteration): stopped on the bound alone, memoized VI
+    left an irrelevant feature's saliency at 0.13 to 0.19 on four of six draws, 0.00 once they
+    settle (batch VI held one at 0.56 and 0.90 on two of those draws either way: fixed points)."""
     return converged(trace, tol, n) and float((saliency_mean(g) - previous_saliency).abs().max()) <= SALIENCY_SETTLED
 
 
 def fit_batch(obs: Observations, prior: Prior, schedule: Schedule, *, max_iter: int, seed: int):
     """Batch VI: iterations of every coordinate update until they settle (``settled``); then merges,
-    and on while one is kept (each raises the bound, so the trace never falls). Returns (globals, the rows' relevances f at the end, the bound per iteration,
-    iterations, converged)."""
+    and on while one is kept (each raises the bound, so the trace never falls). Returns (globals,
+    the rows' relevances f at the end, the bound per iteration, iterations, converged)."""
     n = obs.x.shape[0]
     g = initial_globals(obs, schedule.truncation, schedule.group_truncation, prior, n_init=schedule.n_init, seed=seed)
     f = saliency_mean(g).expand_as(obs.x).clone()
@@ -64,25 +65,21 @@ def fit_batch(obs: Observations, prior: Prior, schedule: Schedule, *, max_iter: 
     return g, f, trace, it + 1, done
 
 
-def _sampled_start(obs: Observations, prior: Prior, schedule: Schedule, seed: int, generator) -> Globals:
-    """The K-means start on a random sample of min(N, max(20 K, batch)) rows, counts scaled to the data."""
-    sample = torch.randperm(obs.x.shape[0], generator=generator)[: max(20 * schedule.truncation, schedule.batch_size)]
-    return initial_globals(obs.rows(sample.sort().values.to(obs.x.device)), schedule.truncation,
-                           schedule.group_truncation, prior, n_init=schedule.n_init, seed=seed, data_sizes=obs.sizes)
-
-
 def fit_memoized(obs: Observations, prior: Prior, schedule: Schedule, *, max_passes: int, seed: int):
-    """Memoized online VI (Hughes & Sudderth 2013) from the sampled K-means start: fixed minibatches
-    in a random order; each visit replaces the batch's sums in the record and the global factors
-    take batch VI's updates from the record's totals (``memoized_visit``), exact once every batch
-    has been seen, so the fit converges to batch VI's fixed points at a minibatch's cost a step
-    (the record keeps each batch's relevances f too, N x D as batch VI's).
-    Converged when a pass settles (``settled``, on the memoized bound: the record's row terms and
-    the global terms); then batch VI's merges, judged on all the rows, and on while one is kept (the record starts
-    again). Returns (globals, the bound per pass, passes, converged)."""
+    """Memoized online VI (Hughes & Sudderth 2013) from a K-means start on a random sample of
+    min(N, max(20 K, batch)) rows (counts scaled to the data): fixed minibatches in a random order;
+    each visit replaces the batch's sums in the record and the global factors take batch VI's
+    updates from the record's totals (``memoized_visit``), exact once every batch has been seen, so
+    the fit converges to batch VI's fixed points at a minibatch's cost a step (the record keeps
+    each batch's relevances f too, N x D as batch VI's). Converged when a pass settles
+    (``settled``, on the memoized bound: the record's row terms and the global terms); then batch
+    VI's merges, judged on all the rows, and on while one is kept (the record starts again).
+    Returns (globals, the bound per pass, passes, converged)."""
     n, n_groups = obs.x.shape[0], obs.sizes.shape[0]
     generator = torch.Generator().manual_seed(seed)
-    g = _sampled_start(obs, prior, schedule, seed, generator)
+    sample = torch.randperm(n, generator=generator)[: max(20 * schedule.truncation, schedule.batch_size)]
+    g = initial_globals(obs.rows(sample.sort().values.to(obs.x.device)), schedule.truncation,
+                        schedule.group_truncation, prior, n_init=schedule.n_init, seed=seed, data_sizes=obs.sizes)
     order = torch.randperm(n, generator=generator).to(obs.x.device)
     batches = [order[start : start + schedule.batch_size].sort().values for start in range(0, n, schedule.batch_size)]
     record, totals, trace, done = [None] * len(batches), None, [], False
