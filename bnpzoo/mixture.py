@@ -83,7 +83,8 @@ SHARED_PARAMETERS = """
         its fitted value is pulled a fraction lambda0 / (N_k + lambda0) toward the data mean. The
         default 1 is a vague prior (as scikit-learn's mean_precision_prior).
     pruning_precision : the learners' pruning phase (``inference.stick_mixture.vmm``): they first run to
-        convergence (SVI: at most max_iter / 2 steps) with this stronger prior, under which the
+        convergence (SVI: at most max_iter / 2 steps, or max_iter on the conjugate factors, where every
+        record of the phase takes its optimum) with this stronger prior, under which the
         clusters K-means split off lose their members, then continue under ``prior_precision``,
         so the means end unbiased. None: the family's default (20 for the Gaussian, 100 for the
         Laplace, ``families.GeneralizedGaussianFamily.pruning_precision``); 0: no pruning phase.
@@ -378,7 +379,8 @@ class StickMixture(MixtureEstimator):
     def _hard_assignments(self) -> bool:
         """The papers' MAP assignments ([DPM-SGA] eq. (15), [PYPM-sVMM] eq. (20)) on the fixed scale
         unless asked otherwise, for every learner but vi (which sums them out): natgrad-svi with
-        responsibilities there gave digits' NMI 0.674 against 0.721 (random_state 0 to 4; vmm 0.730)."""
+        responsibilities there gave digits' NMI 0.674 against 0.721 (random_state 0 to 4; vmm 0.730;
+        0.711 once the pruning phase took vmm's pace, ``session.StochasticSession._settled``)."""
         if self.assignment is None:  # soft for a learned spread: hard VB cuts overlapping clusters apart
             return self.inference != "vi" and not self._family().learns_spread
         if self.inference == "sga-fisher" and self.assignment == "soft":
@@ -447,7 +449,10 @@ class StickMixture(MixtureEstimator):
             self.inference, self._program(), self._family(), init_means, counts,
             model_kwargs=self._program_kwargs(std, prior_mean), prior=prior, log_prior=self._log_prior,
             component_prior=component_prior, init_stats=init_stats,
-            occam=self._occam, pruning_precision=self._pruning_precision(), pruning_steps=self.max_iter // 2,
+            # the pruning phase's steps: half the fit's, all of them on the conjugate path (its record
+            # converges in about as many evaluations as vmm's phase in iterations, then it stops)
+            occam=self._occam, pruning_precision=self._pruning_precision(),
+            pruning_steps=self.max_iter if self._grows() else self.max_iter // 2,
             guide=self.guide, hard=self._hard_assignments(), learning_rate=self.learning_rate,
             prune_threshold=self.prune_threshold, truncation=truncation, moves=truncation is not None)
 

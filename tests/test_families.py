@@ -360,7 +360,8 @@ def test_a_natural_gradient_step_of_one_on_the_full_batch_is_the_batch_update(co
     monkeypatch.setattr(mixture_session.StochasticSession, "_moves", after_step)
     monkeypatch.setattr(mixture_session.StochasticSession, "_reorganise", after_step)
     monkeypatch.setattr(mixture_session.StochasticSession, "_set_factors", lambda session, stats: None)
-    settings = dict(inference="natgrad-svi", batch_size=len(x), max_iter=1, dtype="float64", random_state=0)
+    settings = dict(inference="natgrad-svi", batch_size=len(x), max_iter=1, dtype="float64", random_state=0,
+                    pruning_precision=0.0)  # the step alone, under the model's prior
     est = (DPBMM(**settings) if covariance == "bernoulli" else DPGMM(covariance=covariance, **settings)).fit(x)
     prior, family = est._session.component_prior, est._family()
     factor, (c1, c0) = seen["before"]
