@@ -28,6 +28,7 @@ from bnpzoo.caller_state import keeps_caller_state
 from bnpzoo.inference.conjugate import expected_log_weights
 from bnpzoo.inference.hdp_gd.learner import Schedule, fit_batch, fit_memoized, online_pass
 from bnpzoo.inference.hdp_gd.svi import fit_svi
+from bnpzoo.inference.svi import memo_batch_size
 from bnpzoo.inference.hdp_gd.updates import Globals, Observations, Prior, local_bound, local_step, saliency_mean, tables
 from bnpzoo.models.hdp_gd import model as shipped_program
 from bnpzoo.ops import (geometric_transform, get_rng_state, log_remaining_mass, normalise_histograms, row_blocks,
@@ -38,7 +39,6 @@ INFERENCE = ("vi", "online-vi", "svi")
 SVI_STEPS, SVI_LEARNING_RATE = 300, 0.005  # svi's default steps and Adam's step (benchmarks/reports/hdp_gd.md)
 VI_ITERATIONS = 300  # vi's default iterations, and those of svi's start
 LOCAL_ITERS = 5  # rounds of q(Z), q(phi) for data the fit has not seen
-MEMO_BATCHES = 20  # online-vi's fit: at most this many memoized batches a pass (``_batch_size``)
 
 
 def _unsort(values: torch.Tensor, order: torch.Tensor) -> torch.Tensor:
@@ -285,12 +285,10 @@ class HDPGD(Estimator):
         return n if self.inference == "vi" else self._batch_size(n)
 
     def _batch_size(self, n: int, stream: bool = False) -> int:
-        """A stream's minibatch, or a fit's memoized batches: a pass of at most ``MEMO_BATCHES`` of at
-        least 1,000 rows (as the stick mixtures', ``bnpzoo.mixture``; with 200 rows a batch the fits
-        took 1.4 to 9 s on 1,200 to 3,000 rows, with 1,000 0.5 to 1.0 s, the same NMI)."""
+        """A stream's minibatch, or a fit's memoized batches (``inference.svi.memo_batch_size``)."""
         if self.batch_size is not None:
             return min(n, self.batch_size)
-        return min(n, 200 if stream else max(1000, -(-n // MEMO_BATCHES)))
+        return min(n, 200) if stream else memo_batch_size(n)
 
     def _schedule(self, n: int, stream: bool = False) -> Schedule:
         return Schedule(truncation=self.truncation, group_truncation=self.group_truncation, n_init=self.n_init,

@@ -35,6 +35,7 @@ from bnpzoo.caller_state import keeps_caller_state
 from bnpzoo.families import ComponentPrior, TracedFamily
 from bnpzoo.inference import data_parallel
 from bnpzoo.inference.kmeans import kmeans, nearest_centres
+from bnpzoo.inference.svi import memo_batch_size
 from bnpzoo.inference.stick_mixture.sticks import expected_clusters, sort_by_size, truncation_tail
 from bnpzoo.inference.stick_mixture.vmm import fit_vmm, prior_terms
 from bnpzoo.mapped import centred_gram, column_sums, passes, take
@@ -52,11 +53,8 @@ KMEANS_SAMPLE = 2000
 # vmm's memoized batches (``inference.stick_mixture.vmm.memoized_expectation``) when batch_size is
 # None: q moves once a batch; the same fit, faster on large data (benchmarks/reports/speed.md)
 VMM_BATCH = 50_000
-# the stochastic learners' batches with the conjugate factors (``session.guide_kind``): their births
-# and merges are judged once a pass (``inference.stick_mixture.memo``), so a pass holds at most this
-# many minibatches of at least 1,000 rows
-MEMO_BATCHES = 20
-# ... and with a learned spread they start from this many K-means clusters, which births divide
+# the stochastic learners on the conjugate factors (``session.guide_kind``), with a learned spread,
+# start from this many K-means clusters, which births divide
 START_CLUSTERS = 2
 
 # the arguments every stick mixture shares, with their allowed values
@@ -407,8 +405,8 @@ class StickMixture(MixtureEstimator):
     def _batch_size(self, n):
         if self.batch_size is not None:
             return min(self.batch_size, n)
-        if self._grows():  # a pass of at most MEMO_BATCHES batches
-            return min(n, max(1000, -(-n // MEMO_BATCHES)))
+        if self._grows():  # their births and merges are judged once a pass (``inference.stick_mixture.memo``)
+            return memo_batch_size(n)
         return n if self.inference == "vi" else min(n, 1000)
 
     # the bound's prior terms, called by the SVI session with its current prior settings
@@ -444,17 +442,18 @@ class StickMixture(MixtureEstimator):
     def _new_session(self, init_means, counts, std, prior_mean, component_prior=None, init_stats=None,
                      truncation=None) -> StochasticSession:
         """``truncation``: the clusters births may open (None: the start's; no moves)."""
+        grows = truncation is not None
         prior = dict(std=std, prior_mean=prior_mean, prior_precision=self.prior_precision, **self._stick_prior())
         return StochasticSession(
             self.inference, self._program(), self._family(), init_means, counts,
             model_kwargs=self._program_kwargs(std, prior_mean), prior=prior, log_prior=self._log_prior,
             component_prior=component_prior, init_stats=init_stats,
-            # the pruning phase's steps: half the fit's, all of them on the conjugate path (its record
-            # converges in about as many evaluations as vmm's phase in iterations, then it stops)
+            # the pruning phase's steps: half the fit's, all of them with moves (its record converges
+            # in about as many evaluations as vmm's phase in iterations, then it stops)
             occam=self._occam, pruning_precision=self._pruning_precision(),
-            pruning_steps=self.max_iter if self._grows() else self.max_iter // 2,
+            pruning_steps=self.max_iter if grows else self.max_iter // 2,
             guide=self.guide, hard=self._hard_assignments(), learning_rate=self.learning_rate,
-            prune_threshold=self.prune_threshold, truncation=truncation, moves=truncation is not None)
+            prune_threshold=self.prune_threshold, truncation=truncation, moves=grows)
 
     # -- saving and resuming a stream ----------------------------------------------------------
     def _resume_state(self):

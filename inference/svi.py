@@ -86,6 +86,18 @@ def _loss_function(loss):
     raise ValueError(f"loss must be 'enum', 'map' or a callable, got {loss!r}")
 
 
+MEMO_BATCHES, MEMO_ROWS = 20, 1000  # a memoized learner's pass: at most this many batches of at least this many rows
+
+
+def memo_batch_size(n: int) -> int:
+    """The rows of a memoized learner's batches where the caller gives none (the stick mixtures'
+    stochastic learners on the conjugate factors, whose births and merges are judged once a pass;
+    HDP-GD's online-vi): a pass of at most ``MEMO_BATCHES`` batches of at least ``MEMO_ROWS``
+    rows. For online-vi, 200-row batches took 1.4 to 9 s on 1,200 to 3,000 rows, 1,000-row ones
+    0.5 to 1.0 s, at the same NMI."""
+    return min(n, max(MEMO_ROWS, -(-n // MEMO_BATCHES)))
+
+
 def minibatch_indices(n: int, size: int | None, device) -> torch.Tensor:
     """``size`` indices drawn uniformly with replacement, or all of them when size >= n. Drawn by
     torch's CPU generator on every device: the one whose state a saved stream keeps (a CUDA draw

@@ -252,12 +252,13 @@ def test_online_vi_reaches_the_batch_nmi_with_merges(drawn, batch_fit):
 # -- online VI --------------------------------------------------------------------------------------
 def test_a_memoized_visit_to_the_only_batch_is_a_batch_iteration(drawn):
     """Memoized VI's global updates come from sums over the rows, in batch VI's order: with one
-    batch (the record its own totals) a visit is ``batch_iteration``, factor for factor."""
+    batch (the record its own totals) a visit is ``batch_iteration``, factor for factor, and a
+    second visit replaces the batch's sums in the record rather than adding to them."""
     est = HDPGD(random_state=0)
     obs = est._observations(drawn.X, drawn.groups, torch.device("cpu"), fitting=True)[0]
     prior, n_groups = est._prior(), obs.sizes.shape[0]
     g = initial_globals(obs, 12, 6, prior, n_init=1, seed=0)
-    expected, f, bound, _ = batch_iteration(obs, g, prior, saliency_mean(g).expand_as(obs.x).clone())
+    expected, f, bound = batch_iteration(obs, g, prior, saliency_mean(g).expand_as(obs.x).clone())
     visited, stats, totals = memoized_visit(obs, g, prior, None, None, n_groups)
     for name in Globals.__dataclass_fields__:
         torch.testing.assert_close(getattr(visited, name), getattr(expected, name), rtol=1e-5, atol=1e-5)

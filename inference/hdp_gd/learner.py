@@ -53,7 +53,7 @@ def fit_batch(obs: Observations, prior: Prior, schedule: Schedule, *, max_iter: 
     with tqdm(total=max_iter, disable=not schedule.verbose, desc="hdp-gd vi", unit="it") as bar:
         for it in range(max_iter):
             previous = saliency_mean(g)
-            g, f, value, _ = batch_iteration(obs, g, prior, f)
+            g, f, value = batch_iteration(obs, g, prior, f)
             trace.append(float(value))  # one host sync an iteration: the convergence test reads it
             bar.update()
             if settled(trace, schedule.tol, n, g, previous):
@@ -81,13 +81,15 @@ def fit_memoized(obs: Observations, prior: Prior, schedule: Schedule, *, max_pas
     g = initial_globals(obs.rows(sample.sort().values.to(obs.x.device)), schedule.truncation,
                         schedule.group_truncation, prior, n_init=schedule.n_init, seed=seed, data_sizes=obs.sizes)
     order = torch.randperm(n, generator=generator).to(obs.x.device)
-    batches = [order[start : start + schedule.batch_size].sort().values for start in range(0, n, schedule.batch_size)]
+    # each batch's rows (with their logs) gathered once: a visit would otherwise recompute them
+    batches = [obs.rows(order[start : start + schedule.batch_size].sort().values)
+               for start in range(0, n, schedule.batch_size)]
     record, totals, trace, done = [None] * len(batches), None, [], False
     with tqdm(total=max_passes, disable=not schedule.verbose, desc="hdp-gd online-vi", unit="pass") as bar:
         for passes in range(1, max_passes + 1):
             previous = saliency_mean(g)
-            for b, rows in enumerate(batches):
-                g, record[b], totals = memoized_visit(obs.rows(rows), g, prior, totals, record[b], n_groups)
+            for b, batch in enumerate(batches):
+                g, record[b], totals = memoized_visit(batch, g, prior, totals, record[b], n_groups)
             trace.append(float(totals["bound"] + global_bound(g, prior)))
             bar.update()
             if settled(trace, schedule.tol, n, g, previous):

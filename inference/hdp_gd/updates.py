@@ -426,23 +426,11 @@ def initial_globals(obs: Observations, truncation: int, group_truncation: int, p
 
 # -- Algorithm 1: batch VI -----------------------------------------------------------------------
 def batch_iteration(obs: Observations, g: Globals, prior: Prior, f: torch.Tensor):
-    """One E-step and M-step of Algorithm 1. Returns (globals, f, the bound of the state it started
-    from, r)."""
-    tab = tables(g)
-    lik = component_log_lik(obs, f, tab)
-    log_pi = expected_log_weights(*_pair(g.group_sticks))
-    rho, r = assign(obs, lik, _log(g.theta), log_pi)
-    value = local_bound(obs, g, rho, r, f, lik, tab) + global_bound(g, prior)
-    # q(W) from q(Z), then q(Z) again (each exact), then q(phi), the sticks, q(eps), the Gammas
-    n_groups = g.theta.shape[0]
-    log_psi = expected_log_weights(*_pair(g.global_sticks))
-    theta = torch.softmax(group_atoms(obs, rho, lik, n_groups) + log_psi, -1)
-    rho, r = assign(obs, lik, _log(theta), log_pi)
-    f = relevance(obs, r, tab, expected_log_saliency(g))
-    g = g.replace(theta=theta, group_sticks=stick_factors(group_counts(obs, rho, n_groups), prior.lam),
-                  global_sticks=stick_factors(theta.sum((0, 1)), prior.gamma), saliency=saliency_factor(f, prior))
-    g = guarded_gamma_update(g, gamma_statistics(obs, r, f), prior)
-    return g, f, value, r
+    """One E-step and M-step of Algorithm 1: q(W) from q(Z), then q(Z) again (each exact), then
+    q(phi), the sticks, q(eps) and the Gammas, from the rows' relevances ``f`` (``memoized_visit``
+    to the only batch). Returns (globals, f, the bound of the state it started from)."""
+    new, stats, _ = memoized_visit(obs, g, prior, None, None, g.theta.shape[0], f=f)
+    return new, stats["f"], stats["bound"] + global_bound(g, prior)
 
 
 # -- Algorithm 2: online VI ----------------------------------------------------------------------
@@ -479,17 +467,18 @@ def online_step(batch: Observations, g: Globals, prior: Prior, *, n_total: int, 
 
 # -- memoized online VI ------------------------------------------------------------------------
 def memoized_visit(batch: Observations, g: Globals, prior: Prior, totals: dict | None, old: dict | None,
-                   n_groups: int):
-    """One visit of memoized VI to a minibatch: ``batch_iteration``'s steps in its order, with each
+                   n_groups: int, f: torch.Tensor | None = None):
+    """One visit of memoized VI to a minibatch: Algorithm 1's steps (``batch_iteration``), with each
     global factor computed from the record's totals, the sums over every batch seen (this batch's
     from now, ``old`` its sums from its last visit). Every statistic is a sum over rows, so the
     totals are the data's once every batch has been seen, and a visit to the only batch is
-    ``batch_iteration``. Its relevances f carry over from its last visit (as batch VI's do): f
+    ``batch_iteration``. Its relevances ``f`` carry over from its last visit (as batch VI's do): f
     restarted at E[eps] and refined with the start's q(W), before q(W) had moved, took the rows'
     relevances from 0.7 to 0.1-0.5 and the fit to a bound 9,000 nats lower on a draw of 1,800 rows.
     Returns (globals, the batch's sums and f, the totals)."""
     tab = tables(g)
-    f = saliency_mean(g).expand_as(batch.x).clone() if old is None else old["f"]
+    if f is None:
+        f = saliency_mean(g).expand_as(batch.x).clone() if old is None else old["f"]
     lik = component_log_lik(batch, f, tab)
     log_pi = expected_log_weights(*_pair(g.group_sticks))
     rho, r = assign(batch, lik, _log(g.theta), log_pi)
@@ -501,17 +490,14 @@ def memoized_visit(batch: Observations, g: Globals, prior: Prior, totals: dict |
                         g.theta)
     rho, r = assign(batch, lik, _log(theta), log_pi)
     f = relevance(batch, r, tab, expected_log_saliency(g))
-    later = {"slots": group_counts(batch, rho, n_groups), "relevant": f.sum(0), "irrelevant": (1 - f).sum(0),
-             **gamma_statistics(batch, r, f)}
+    gamma = gamma_statistics(batch, r, f)
+    later = {"slots": group_counts(batch, rho, n_groups), "relevant": f.sum(0), "irrelevant": (1 - f).sum(0), **gamma}
     totals = _recorded(totals, later, old)
     sticks = torch.where(seen, stick_factors(totals["slots"], prior.lam), g.group_sticks)
     g = g.replace(theta=theta, group_sticks=sticks, global_sticks=stick_factors(theta.sum((0, 1)), prior.gamma),
                   saliency=saliency_of_sums(totals["relevant"], totals["irrelevant"], prior))
-    g = guarded_gamma_update(g, {name: totals[name] for name in later if name in GAMMA_STATISTICS}, prior)
+    g = guarded_gamma_update(g, {name: totals[name] for name in gamma}, prior)
     return g, {**stats, **later, "f": f}, totals
-
-
-GAMMA_STATISTICS = ("w", "lx", "l1x", "w_bg", "lx_bg", "l1x_bg")
 
 
 def _recorded(totals: dict | None, stats: dict, old: dict | None) -> dict:

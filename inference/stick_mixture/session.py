@@ -78,8 +78,8 @@ from bnpzoo.inference.stick_mixture.memo import Memo
 from bnpzoo.inference.stick_mixture.sticks import reorder_and_prune, stick_log_prior, update_sticks
 from bnpzoo.inference.svi import CONVERGED, SVIRun, evaluation_indices, run_svi
 from bnpzoo.inference.stick_mixture.vmm import (BIRTH_SAMPLE, REFINE, Assignments, assign, birth_candidates,
-                                                division_statistics, divided, memoized_terms, propose_births,
-                                                propose_merges)
+                                                division_statistics, divided, memoized_bound, memoized_terms,
+                                                propose_births, propose_merges)
 from bnpzoo.ops import conjugate_sticks, stick_breaking_log_weights
 
 
@@ -276,8 +276,7 @@ class StochasticSession:
         factor, (c1, c0) = guides.natural_factors(params)
         with torch.no_grad():
             resp = responsibilities(self.batch, self.family, factor, self.component_prior, c1, c0)
-            if self.hard:  # [DPM-SGA] eq. (15)
-                resp = torch.nn.functional.one_hot(resp.argmax(1), resp.shape[1]).to(resp.dtype)
+            resp = assign(resp, True) if self.hard else resp  # [DPM-SGA] eq. (15): the scores' argmax is resp's
             stats = self.family.statistics(self.batch, resp, self.component_prior)
             if self.memo is not None:
                 self.memo.record(stats, resp)
@@ -388,7 +387,7 @@ class StochasticSession:
             return True
         assignments = memo.assignments()
         terms = memoized_terms(self.family, self.component_prior, self.sticks_prior, self.n_clusters)
-        value = float(terms[0](assignments.stats, assignments.entropy).sum() + terms[1](assignments.counts))
+        value = memoized_bound(terms, assignments)
         previous, self.record_bound = self.record_bound, value
         change = float("inf") if previous is None else abs(value - previous) / abs(value)
         moved, merges = None, self.family.learns_spread and not self.pruning_steps  # as vmm's merge_moves
@@ -433,9 +432,8 @@ class StochasticSession:
         if change > self.tol and not self.pruning_steps:
             self.at_optimum = False
             return False
-        self.at_optimum, tried = True, self.tried
+        self.at_optimum = True
         self._set_factors(assignments.stats)
-        self.tried = tried  # the clusters are the same ones
         return False
 
     def _refined(self, stats: dict) -> tuple[float, dict, torch.Tensor | None]:
@@ -534,11 +532,14 @@ class StochasticSession:
 
     def _set_factors(self, stats: dict, origin: torch.Tensor | None = None) -> None:
         """The clusters' factors at their conjugate optimum for ``stats`` (the record's), but those
-        with an ``origin`` (their index before a move, -1 where it changed them), which keep theirs;
+        with an ``origin`` (their index before a move, -1 where it changed them), which keep theirs
+        (without one: the same clusters, every one at its optimum, its rule's buffers fresh);
         the sticks from the factors' counts. The rules' buffers carry over for kept clusters (K may
         have changed) and start at zero for the others."""
         factor = self.family.natural(stats, self.component_prior)
-        if origin is None:
+        if origin is not None:  # a move: the clusters it changed are untried
+            self.tried = self.tried[origin.clamp_min(0)] & (origin >= 0)
+        else:
             origin = torch.full_like(stats["count"], -1, dtype=torch.long)
         old, _ = guides.natural_factors()
         kept = origin >= 0
@@ -553,7 +554,6 @@ class StochasticSession:
             rows = rows.masked_fill(rows >= previous.shape[0], -1)  # the old last cluster had no stick
             optimizers.carry_state(self.optim, previous, store[name].unconstrained(), rows)
         self.model_kwargs["truncation"] = origin.numel()
-        self.tried = self.tried[origin.clamp_min(0)] & (origin >= 0)
         self.counts = counts.to(self.counts.dtype)
 
     def _estimates(self):

@@ -328,6 +328,14 @@ def memoized_terms(family, prior, sticks_prior: dict, n_clusters: int):
     return cluster_terms, stick_terms
 
 
+def memoized_bound(terms, assignments) -> float:
+    """The memoized bound of ``assignments`` from ``memoized_terms``' two parts (an entropy of None:
+    hard assignments, none), less what ``family.rows_term`` adds."""
+    cluster_terms, stick_terms = terms
+    entropy = assignments.entropy if assignments.entropy is not None else torch.zeros_like(assignments.counts)
+    return float(cluster_terms(assignments.stats, entropy).sum() + stick_terms(assignments.counts))
+
+
 BIRTH_SAMPLE = 2000  # a larger cluster's pieces: k-means on this many of its rows, then every row to the nearest
 REFINE = 10  # iterations a merge proposal may take to pass the objective it would replace
 
@@ -537,8 +545,7 @@ def _phase(x, assignments, fit, bar, *, family, prior, sticks_prior, n_clusters,
         q, point, sticks = estimate(assignments.stats)
         pairs = assignments.merge_candidates() if merges else None
         if batches is not None:
-            entropy = assignments.entropy if assignments.entropy is not None else torch.zeros_like(assignments.counts)
-            value = rows_term + float(cluster_terms(assignments.stats, entropy).sum() + stick_terms(assignments.counts))
+            value = rows_term + memoized_bound((cluster_terms, stick_terms), assignments)
             return (q, point, sticks.to(x.dtype)), memoized_expectation(x, batches, family, prior, assignments,
                                                                         estimate, hard, pairs), value
         data_term, new = expectation(x, family, q, point, prior, sticks, hard, assignments.labels, pairs)
