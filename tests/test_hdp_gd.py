@@ -269,8 +269,8 @@ def test_a_memoized_visit_to_the_only_batch_is_a_batch_iteration(drawn):
     torch.testing.assert_close(again.theta, expected.theta, rtol=1e-4, atol=1e-4)
 
 
-def test_online_vi_learns_the_relevant_features_and_converges(drawn):
-    est = HDPGD(inference="online-vi", random_state=0).fit(drawn.X, drawn.groups)
+def test_online_vi_learns_the_relevant_features_and_converges(drawn, random_state):
+    est = HDPGD(inference="online-vi", random_state=random_state).fit(drawn.X, drawn.groups)
     assert est.converged_ and len(est.elbo_trace_) == est.n_passes_ < 300
     assert est.saliency_[:16].min() >= 0.9 and est.saliency_[16:].max() <= 0.1
 
