@@ -317,8 +317,10 @@ In the Chinese-restaurant view a discount raises the chance of a *new* cluster a
 (alpha + K d) and lowers each small cluster's own share (N_k - d). Learners that only prune (vmm
 without births) have no way to open the clusters the first effect asks for, and the second is a
 fraction of a nat per point against the likelihood's and the Occam term's several. Births open
-clusters and recover much more of the tail, but the discount's own effect (about 2 nats of prior
-per small cluster) is small beside the noise of which births are accepted. With a learned
+clusters and recover much more of the tail, but the discount's own effect is small beside the noise of
+which births are accepted: in the exact partition prior a new cluster of m rows among K gains
+ln((alpha + K d) / alpha) - ln(Gamma(m) / Gamma(m - d)) - ln Gamma(1 - d) nats over d = 0, +2.1 at
+m = 1 but +0.5 at m = 10 and below 0 from m = 30 (K = 15, alpha = 1). With a learned
 covariance (PYPGGM's default) the clusters are fewer and larger: one covariance explains several
 of the draw's overlapping small clusters. A collapsed sampler over the partition, where the
 discount enters every move, is what we would try next.
