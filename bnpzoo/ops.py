@@ -1,7 +1,8 @@
 """Tensor kernels shared by the models and the learners, and the generator states a resumable
 learner saves (``get_rng_state``, ``set_rng_state``).
 
-Everything here is device- and dtype-agnostic and never builds an N x K x D tensor.
+Everything here is device- and dtype-agnostic and builds an N x K x D table only a block of rows at a
+time (``row_blocks``).
 """
 
 import math
@@ -107,15 +108,34 @@ def diagonal_gaussian_log_density(x: torch.Tensor, means: torch.Tensor, precisio
 
 def full_gaussian_log_density(x: torch.Tensor, means: torch.Tensor, precision_factor: torch.Tensor) -> torch.Tensor:
     """ln N(x_n | mu_k, (F_k F_k^T)^-1) for all pairs, (N, K), from triangular square roots F_k of the
-    precisions (``precision_factor`` (K, D, D), F_k F_k^T = Lambda_k): |F_k^T (x_n - mu_k)|^2 through
-    one matrix product per cluster, (x - mu_k) F_k, and ln |Lambda_k| / 2 from the factor's diagonal.
-    Never an N x K x D tensor."""
-    out = x.new_empty(x.shape[0], means.shape[0])
+    precisions (``precision_factor`` (K, D, D), F_k F_k^T = Lambda_k): |F_k^T (x_n - mu_k)|^2 for every
+    cluster from one matrix product a block of rows, x [F_1 ... F_K] - [mu_1 F_1 ... mu_K F_K] (rows x
+    K D, ``row_blocks``), and ln |Lambda_k| / 2 from the factors' diagonals. Rows and means are
+    centred on the means' average first, so that the difference of the two products keeps its digits
+    for data far from zero."""
+    k, d = means.shape
+    centre = means.mean(0)
+    x, means = x - centre, means - centre
+    stacked = precision_factor.transpose(0, 1).reshape(d, k * d)  # column block k is F_k
+    shift = torch.einsum("kd,kde->ke", means, precision_factor).reshape(k * d)
+    out = x.new_empty(x.shape[0], k)
+    for rows in row_blocks(x.shape[0], k * d):
+        projected = torch.addmm(shift, x[rows], stacked, beta=-1)
+        out[rows] = projected.view(-1, k, d).pow_(2).sum(-1)
     half_log_det = precision_factor.diagonal(dim1=-2, dim2=-1).abs().log().sum(-1)
-    for k in range(means.shape[0]):
-        projected = (x - means[k]) @ precision_factor[k]
-        out[:, k] = -0.5 * projected.pow(2).sum(1)
-    return out + (half_log_det - 0.5 * x.shape[-1] * math.log(2 * math.pi))
+    return out.mul_(-0.5).add_(half_log_det - 0.5 * d * math.log(2 * math.pi))
+
+
+def weighted_scatter(x: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+    """sum_n w_nk x_n x_n^T for every cluster, (K, D, D) in float64: one matrix product a block of
+    rows, [w_n1 x_n ... w_nK x_n]^T (K D x rows, ``row_blocks``) times the block, each block's product
+    in the data's precision and their sum in float64."""
+    k, d = weights.shape[1], x.shape[1]
+    scatter = torch.zeros(k * d, d, dtype=torch.float64, device=x.device)
+    for rows in row_blocks(x.shape[0], k * d):
+        block = x[rows]
+        scatter += ((weights[rows, :, None] * block[:, None, :]).reshape(-1, k * d).T @ block).double()
+    return scatter.view(k, d, d)
 
 
 def bernoulli_log_density(x: torch.Tensor, probs: torch.Tensor) -> torch.Tensor:

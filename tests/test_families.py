@@ -14,7 +14,7 @@ from bnpzoo.families import BetaBernoulliFamily, ComponentPrior, gaussian_family
 from bnpzoo.models.bernoulli_mixture import model as bernoulli_model
 from bnpzoo.metrics import nmi
 from bnpzoo.models.dp_gmm import model
-from bnpzoo.ops import diagonal_gaussian_log_density, full_gaussian_log_density
+from bnpzoo.ops import diagonal_gaussian_log_density, full_gaussian_log_density, row_blocks, weighted_scatter
 
 LEARNED = ["full", "diag", "spherical"]
 
@@ -139,6 +139,27 @@ def test_gaussian_tables_equal_torch_densities():
     direct = torch.distributions.Normal(means, diagonal.rsqrt()).log_prob(x[:, None]).sum(-1)
     assert torch.allclose(diagonal_gaussian_log_density(x, means, diagonal), direct)
 
+
+
+def test_stacked_gaussian_products_over_several_row_blocks_and_far_from_zero():
+    """The full family's one-product-a-block table and scatter equal the per-cluster formulas over
+    more rows than one block holds (``ops.row_blocks``), and keep their digits for float32 data
+    centred far from zero."""
+    g = torch.Generator().manual_seed(4)
+    n, k, d = 100_000, 3, 4  # 12 entries a row: several blocks of ops.BLOCK_ENTRIES
+    x, means = torch.randn(n, d, generator=g, dtype=torch.float64), torch.randn(k, d, generator=g, dtype=torch.float64)
+    a = torch.randn(k, d, d, generator=g, dtype=torch.float64)
+    factor = torch.linalg.cholesky(a @ a.transpose(-2, -1) + torch.eye(d, dtype=torch.float64))
+    assert len(row_blocks(n, k * d)) > 1
+    direct = torch.distributions.MultivariateNormal(means, precision_matrix=factor @ factor.transpose(-2, -1))
+    assert torch.allclose(full_gaussian_log_density(x, means, factor), direct.log_prob(x[:, None]))
+    weights = torch.softmax(torch.randn(n, k, generator=g, dtype=torch.float64), 1)
+    assert torch.allclose(weighted_scatter(x, weights), torch.einsum("nk,nd,ne->kde", weights, x, x))
+    # float32 spacing at 1e4 is 1e-3 against the rows' spread of 1: compared on the rounded inputs
+    far, far_means = (x[:2000] + 1e4).float(), (means + 1e4).float()
+    rounded = torch.distributions.MultivariateNormal(far_means.double(), precision_matrix=direct.precision_matrix)
+    table = full_gaussian_log_density(far, far_means, factor.float())
+    assert torch.allclose(table.double(), rounded.log_prob(far.double()[:, None]), atol=1e-3, rtol=1e-4)
 
 def _drawn_from_the_program(covariance, seed, n=2400, d=3):
     """Data drawn by ``models.dp_gmm`` with four clusters of known weights, means and precisions
