@@ -78,7 +78,7 @@ def predictive_log_density(x: torch.Tensor, groups: torch.Tensor, draw: dict) ->
     eps, alpha, beta = draw["saliency"], draw["alpha"], draw["beta"]
     log_w = draw["group_weights"].clamp_min(torch.finfo(x.dtype).tiny).log()
     out = []
-    for rows in row_blocks(x.shape[0], alpha.numel()):
+    for rows in row_blocks(x.shape[0], alpha.numel(), device=x.device):
         background = torch.log1p(-eps) + beta_log(x[rows], draw["alpha_bg"], draw["beta_bg"])  # (B, D)
         relevant = eps.log() + beta_log(x[rows, None], alpha, beta)  # (B, K, D)
         per_atom = torch.logaddexp(relevant, background[:, None]).sum(-1)

@@ -118,7 +118,7 @@ def take(x: torch.Tensor, index) -> torch.Tensor:
 def passes(x: torch.Tensor, k: int, rows_per_block: int | None = None):
     """Slices covering x's rows (``ops.row_blocks`` for tables of k columns, or ``rows_per_block``
     rows each), handing back each block's pages after its turn."""
-    blocks = row_blocks(x.shape[0], k) if rows_per_block is None else \
+    blocks = row_blocks(x.shape[0], k, device=x.device) if rows_per_block is None else \
         [slice(start, min(start + rows_per_block, x.shape[0])) for start in range(0, x.shape[0], rows_per_block)]
     for rows in blocks:
         yield rows

@@ -2,8 +2,9 @@ import pytest
 import torch
 
 from bnpzoo.distributions import GeneralizedGaussian
-from bnpzoo.ops import (default_sigma, generalized_gaussian_log_density, generalized_gaussian_shape, relative_spreads,
-                        squared_distances, stick_breaking_log_weights, stick_parameters)
+from bnpzoo.ops import (BLOCK_ENTRIES, DEVICE_BLOCK_ENTRIES, default_sigma, generalized_gaussian_log_density,
+                        generalized_gaussian_shape, relative_spreads, row_blocks, squared_distances,
+                        stick_breaking_log_weights, stick_parameters)
 
 
 def test_stick_breaking_weights_sum_to_one_and_match_the_product_form():
@@ -73,3 +74,11 @@ def test_in_place_softmax_matches_torch_and_keeps_extreme_rows_finite():
     result = softmax_(table.clone())
     assert torch.allclose(result, expected, atol=1e-30)
     assert torch.allclose(result.sum(1), torch.ones(3))
+
+
+def test_row_blocks_cover_the_rows_once_in_blocks_sized_to_the_device():
+    for device, entries in ((None, BLOCK_ENTRIES), ("cpu", BLOCK_ENTRIES), ("cuda", DEVICE_BLOCK_ENTRIES)):
+        blocks = row_blocks(10_000_000, 100, device=device)
+        assert blocks[0] == slice(0, entries // 100) and blocks[-1].stop == 10_000_000
+        assert all(a.stop == b.start for a, b in zip(blocks, blocks[1:]))
+    assert row_blocks(5, 10**9) == [slice(i, i + 1) for i in range(5)]  # at least one row a block
