@@ -19,9 +19,10 @@ def kmeans_plus_plus(x: torch.Tensor, k: int, generator: torch.Generator) -> tor
     pick = torch.randint(n, (1,), generator=generator, device=generator.device).to(x.device)
     centres, nearest = [x[pick]], distances_to(pick)
     for _ in range(k - 1):
-        # all-equal points leave no mass: fall back to a uniform draw
-        weights = nearest if nearest.sum() > 0 else torch.ones_like(nearest)
-        pick = torch.multinomial(weights.cpu(), 1, generator=generator).to(x.device)
+        # all-equal points leave no mass: fall back to a uniform draw (one host synchronisation a centre)
+        weights = nearest.cpu()
+        weights = weights if weights.sum() > 0 else torch.ones_like(weights)
+        pick = torch.multinomial(weights, 1, generator=generator).to(x.device)
         centres.append(x[pick])
         nearest = torch.minimum(nearest, distances_to(pick))
     return torch.cat(centres)

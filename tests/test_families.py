@@ -433,3 +433,15 @@ def test_the_bernoulli_objective_never_drops(alpha, discount, hard):
 def test_dpbmm_refuses_what_is_not_binary():
     with pytest.raises(ValueError, match=r"binary.*X\[0, 1\] = 0.5"):
         DPBMM().fit(np.array([[1.0, 0.5], [0.0, 1.0], [1.0, 1.0]]))
+
+
+def test_cholesky_jitters_only_the_matrices_that_fail_and_marks_those_it_cannot_factor():
+    from bnpzoo.families.normal_wishart import _cholesky
+
+    good = torch.tensor([[4.0, 2.0], [2.0, 3.0]], dtype=torch.float64)
+    singular = torch.tensor([[1.0, 1.0], [1.0, 1.0]], dtype=torch.float64)  # PSD, rank 1
+    indefinite = torch.tensor([[1.0, 0.0], [0.0, -1.0]], dtype=torch.float64)
+    factor = _cholesky(torch.stack([good, singular, indefinite]))
+    assert torch.equal(factor[0], torch.linalg.cholesky(good))
+    assert torch.isfinite(factor[1]).all() and torch.allclose(factor[1] @ factor[1].T, singular, atol=1e-5)
+    assert torch.isnan(factor[2]).all()
