@@ -136,7 +136,8 @@ SHARED_PARAMETERS = """
         separate its clusters there); further than 1e7 times, it is refused (centre it).
     random_state : seed for the initialisation and SVI (rank r of a data-parallel fit draws its
         minibatches from seed + r).
-    verbose : progress bar.
+    verbose : progress bar; vmm's shows each iteration's clusters, objective and the seconds of its
+        parts (the pass over the data, births, merges with their refinements).
     data_parallel : fit with the ranks of the ``torch.distributed`` default process group (started
         by ``torchrun``, or by the caller's ``init_process_group``), the stochastic learners only.
         Every rank calls ``fit(X)`` with its own rows X; each step's minibatch is the union of the

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from bnpzoo import DPGMM
+from bnpzoo.data import blobs
 from bnpzoo.families import ComponentPrior, gaussian_family
 from bnpzoo.inference.kmeans import kmeans
 from bnpzoo.inference.stick_mixture.sticks import reorder_and_prune
@@ -280,3 +281,11 @@ def test_the_expected_number_of_clusters_is_the_restaurants(alpha, discount):
     v = rng.beta(1 - discount, alpha + k * discount, size=(20000, 9))
     rest = np.prod(1 - v, axis=1)
     assert abs(truncation_tail(10, alpha, discount) - rest.mean()) < 4 * rest.std() / np.sqrt(20000)
+
+
+def test_the_progress_bar_shows_each_iterations_parts(capsys):
+    x = blobs(n=400, d=2, k=3, seed=1).X
+    DPGMM(random_state=0, verbose=True).fit(x)  # full covariances: merges each iteration, births once settled
+    shown = capsys.readouterr().err
+    assert "vmm" in shown and "objective=" in shown
+    assert all(f"{part}=" in shown for part in ("pass", "births", "merges"))

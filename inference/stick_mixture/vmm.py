@@ -570,6 +570,7 @@ def _phase(x, assignments, fit, bar, *, family, prior, sticks_prior, n_clusters,
 
     trace = []
     for it in range(max_iter + 1):
+        began = time.perf_counter()
         # step 2: reorder by size, prune dead clusters; kept only where it does not lower the objective
         keep = reorganise(assignments)
         moved = not torch.equal(keep, torch.arange(assignments.counts.numel(), device=keep.device))
@@ -586,9 +587,8 @@ def _phase(x, assignments, fit, bar, *, family, prior, sticks_prior, n_clusters,
             return assignments, False
         # step 1: the new assignments (eq. (15)), from maximise's pass
         fit.n_iter += 1
-        bar.update(1)
+        seconds = {"pass": time.perf_counter() - began}  # the iteration's parts, for the progress bar
         k = assignments.counts.numel()
-        bar.set_postfix(k=k, objective=f"{value:.4g}")
         if hard:
             settled_assignments = int((new.labels != assignments.labels).sum()) <= tol * x.shape[0]
         else:
@@ -596,15 +596,21 @@ def _phase(x, assignments, fit, bar, *, family, prior, sticks_prior, n_clusters,
         assignments = new
         converged = settled_assignments
         if splits and converged:  # births once the assignments stand still: converged when none is kept
+            began = time.perf_counter()
             born = propose_births(x, assignments, cluster_terms, stick_terms, family, prior, n_clusters, seed=it,
                            responsibilities=None if hard else _responsibilities(family, prior, *estimates))
+            seconds["births"] = time.perf_counter() - began
             if born is not None:
                 assignments, converged = born, False
         if merges:  # memoized merges at every iteration (no pass); those that need one once settled
+            began = time.perf_counter()
             merged = propose_merges(assignments, cluster_terms, stick_terms, lambda a: refine(a, value), value,
                             tries=3 if converged else 0)
+            seconds["merges"] = time.perf_counter() - began
             if merged:
                 assignments, converged = merged, False
+        bar.update(1)
+        bar.set_postfix({"k": k, "objective": f"{value:.4g}", **{part: f"{s:.2f}s" for part, s in seconds.items()}})
         if converged:
             return assignments, True
 
