@@ -289,3 +289,17 @@ def test_the_progress_bar_shows_each_iterations_parts(capsys):
     shown = capsys.readouterr().err
     assert "vmm" in shown and "objective=" in shown
     assert all(f"{part}=" in shown for part in ("pass", "births", "merges"))
+
+
+def test_every_merge_that_raises_the_bound_alone_is_made_in_one_iteration():
+    """Three 1-D clusters each started as two halves: the three merges raise the memoized bound
+    independently, so the first iteration's merge step makes all three (a pair was once skipped
+    when its own gain fell short of the merges chosen before it: one merge an iteration)."""
+    rng = np.random.default_rng(0)
+    z = np.repeat([0, 1, 2], 2000)
+    x = torch.as_tensor(np.array([-10.0, 0.0, 10.0])[z] + rng.normal(size=z.size))[:, None]
+    halves = torch.as_tensor(2 * z + (x[:, 0].numpy() > np.array([-10.0, 0.0, 10.0])[z]))
+    prior = ComponentPrior(mean=x.mean(0), mean_precision=1.0, covariance=x.var(0)[None], dof=1.0)
+    fit = fit_vmm(x, halves, 6, family=gaussian_family("full"), prior=prior, hard=False, merge_moves=True,
+                  max_iter=2, pruning_precision=None)  # the first pass measures the overlaps
+    assert fit.means.shape[0] == 3
