@@ -303,3 +303,26 @@ def test_every_merge_that_raises_the_bound_alone_is_made_in_one_iteration():
     fit = fit_vmm(x, halves, 6, family=gaussian_family("full"), prior=prior, hard=False, merge_moves=True,
                   max_iter=2, pruning_precision=None)  # the first pass measures the overlaps
     assert fit.means.shape[0] == 3
+
+
+def test_births_are_proposed_again_only_once_the_clusters_holding_rows_change(monkeypatch):
+    """After a round of births that keeps none, the merges that fold away clusters the start emptied
+    (under half a row) do not start another round: only a change in the clusters that hold rows does."""
+    import bnpzoo.inference.stick_mixture.vmm as vmm
+
+    rounds, propose = [], vmm.propose_births
+
+    def recorded(x, assignments, *args, **kwargs):
+        born = propose(x, assignments, *args, **kwargs)
+        rounds.append((int((assignments.counts >= 0.5).sum()), born is None))
+        return born
+
+    monkeypatch.setattr(vmm, "propose_births", recorded)
+    rng = np.random.default_rng(103)  # 10 clusters in 16-D with random covariances
+    sizes = rng.multinomial(5000, rng.dirichlet(np.full(10, 2.0)))
+    x = np.concatenate([rng.normal(0, 3, 16) + rng.normal(size=(m, 16)) @ (np.linalg.qr(rng.normal(size=(16, 16)))[0]
+                        * np.exp(rng.uniform(np.log(0.2), np.log(2.0), 16))).T for m in sizes]).astype(np.float32)
+    DPGMM(random_state=3).fit(x)
+    assert rounds
+    for (live, kept_none), (next_live, _) in zip(rounds, rounds[1:]):
+        assert not kept_none or next_live != live
