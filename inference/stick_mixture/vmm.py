@@ -77,7 +77,8 @@ responsibilities of the rows the cluster is most responsible for between its hal
 cancel), and the next pass's bound, which sums the assignments out, is at least the memoized one.
 The estimators turn births on for vmm (``bnpzoo.mixture``'s ``split_moves``); they open clusters
 where the model asks for them, so where the model is wrong for the data they can cost NMI (the fixed
-scale on iris: 3 clusters to 9, NMI 0.67 to 0.48). """
+scale on iris: 3 clusters to 9, NMI 0.67 to 0.48).
+"""
 
 import time
 from dataclasses import dataclass, field
