@@ -24,6 +24,7 @@ import platform
 import time
 import warnings
 
+import bnpzoo  # noqa: F401  # first, as in a user's script: torch loads with bnpzoo's wait policy (threads.py)
 import numpy as np
 import torch
 
@@ -142,7 +143,8 @@ def main():
     device = torch.device(args.device)
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else (platform.processor() or platform.machine())
     print(f"{name}, {os.cpu_count()} cores, torch {torch.__version__}, {torch.get_num_threads()} threads, "
-          f"load average {os.getloadavg()[0]:.1f} at the start, seed {args.seed}", flush=True)
+          f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}, load average {os.getloadavg()[0]:.1f} at the start, "
+          f"seed {args.seed}", flush=True)
     print("| rows | DPGMM() first fit s | second fit s | iterations | clusters | NMI | plain pass s | passes "
           "| BGM full 1 thread s | BGM default threads s | BGM NMI | ours / BGM's best |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
