@@ -314,7 +314,7 @@ def test_births_are_proposed_again_only_once_the_clusters_holding_rows_change(mo
 
     def recorded(x, assignments, *args, **kwargs):
         born = propose(x, assignments, *args, **kwargs)
-        rounds.append((int((assignments.counts >= 0.5).sum()), born is None))
+        rounds.append((int((assignments.counts >= vmm.HOLDS_ROWS).sum()), born is None))
         return born
 
     monkeypatch.setattr(vmm, "propose_births", recorded)
