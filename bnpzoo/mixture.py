@@ -43,7 +43,7 @@ from bnpzoo.inference.stick_mixture.session import (GENERIC, LEARNERS, Stochasti
                                                      guide_kind)
 from bnpzoo.ops import (conjugate_sticks, default_sigma, relative_spreads, stick_breaking_log_weights,
                         weights_to_sticks)
-from bnpzoo.threads import fit_threads
+from bnpzoo.threads import fit_threads, small_work
 
 INFERENCE = ("vmm", *LEARNERS)
 STOCHASTIC = tuple(name for name in LEARNERS if name != "vi")
@@ -342,8 +342,9 @@ class StickMixture(MixtureEstimator):
         # a cluster per row, or per repeated row, measures no spread: at least two distinct rows a cluster
         distinct = sample.shape[0] if sample.shape[0] > 2 * self.truncation else torch.unique(sample, dim=0).shape[0]
         clusters = min(self.truncation if most is None else most, sample.shape[0], max(2, distinct // 2))
-        centres, labels = kmeans(sample / metric, clusters, n_init=self.n_init,
-                                 seed=None if self.random_state is None else int(self.random_state))
+        with small_work():  # a sample of a few thousand rows (bnpzoo.threads)
+            centres, labels = kmeans(sample / metric, clusters, n_init=self.n_init,
+                                     seed=None if self.random_state is None else int(self.random_state))
         if std is None:
             std = default_sigma(sample / metric, centres, labels) * metric
         if label_all and sample is not x:

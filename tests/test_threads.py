@@ -5,6 +5,7 @@ import os
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 import torch
 
@@ -47,3 +48,34 @@ def test_importing_bnpzoo_first_sets_a_passive_wait_unless_told(env, expected):
     out = subprocess.run([sys.executable, "-c", "import os, bnpzoo; print(os.environ.get('OMP_WAIT_POLICY'))"],
                          env={**clean, **env}, capture_output=True, text=True, check=True).stdout.strip()
     assert out == expected
+
+
+@pytest.mark.parametrize("setting, small", [("auto", 1), ("off", 2)])
+def test_births_merges_and_the_start_run_on_one_thread_and_the_passes_on_the_fits(monkeypatch, setting, small):
+    """``bnpzoo.threads.small_work``: the steps on a few thousand rows take one thread, the passes over
+    every row the fit's; ``BNPZOO_THREADS`` leaves every step alone."""
+    import bnpzoo.inference.stick_mixture.vmm as vmm
+    from bnpzoo import mixture
+
+    monkeypatch.setenv("BNPZOO_THREADS", setting)
+    seen = {"start": set(), "births": set(), "merges": set(), "passes": set()}
+
+    def spy(name, function):
+        def wrapped(*args, **kwargs):
+            seen[name].add(torch.get_num_threads())
+            return function(*args, **kwargs)
+        return wrapped
+
+    monkeypatch.setattr(mixture, "kmeans", spy("start", mixture.kmeans))
+    for name, attribute in (("births", "propose_births"), ("merges", "propose_merges"), ("passes", "expectation")):
+        monkeypatch.setattr(vmm, attribute, spy(name, getattr(vmm, attribute)))
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        rng = np.random.default_rng(0)
+        x = np.concatenate([rng.normal(10 * k, 1, (4000, 4)) for k in range(3)])
+        DPGMM(truncation=50).fit(np.hstack([x, rng.normal(size=(12000, 30))]))  # 12,000 x 34 x 50 > SMALL_WORK
+        assert seen == {"start": {small}, "births": {small}, "merges": {small}, "passes": {2}}
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)

@@ -72,15 +72,17 @@ def sort_by_size(counts: torch.Tensor, alpha: float, discount: float = 0.0) -> t
     return order, torch.cat([update_sticks(sorted_counts, alpha, discount), sorted_counts.new_ones(1)])
 
 
-def reorder_and_prune(counts: torch.Tensor, alpha: float, threshold: float, discount: float = 0.0) -> torch.Tensor:
+def reorder_and_prune(counts: torch.Tensor, alpha: float, threshold: float, discount: float = 0.0,
+                      empty: float = 0.0) -> torch.Tensor:
     """Cluster ordering and pruning of [PYPM-sVMM] section V.D.
 
     Clusters are put in decreasing order of N_k, their sticks recomputed in that order, and a
-    cluster is dropped when its stick falls below ``threshold`` (empty clusters always go).
+    cluster is dropped when its stick falls below ``threshold`` (empty clusters, N_k <= ``empty``,
+    always go: the last cluster's stick is near 1 / (1 + alpha) however small its count).
     Returns the indices of the kept clusters, in their new order (at least one is kept).
     """
     order, sticks = sort_by_size(counts, alpha, discount)
-    keep = (counts[order] > 0) & (sticks >= threshold)
+    keep = (counts[order] > empty) & (sticks >= threshold)
     keep[0] = True
     return order[keep]
 
