@@ -104,6 +104,32 @@ class Folder:
         return value is None or (isinstance(value, (str, os.PathLike)) and str(value) != "")
 
 
+class Function:
+    """A callable, or None."""
+
+    kind = str
+    optional = True
+
+    def describe(self) -> str:
+        return "a function or None"
+
+    def accepts(self, value) -> bool:
+        return value is None or callable(value)
+
+
+class Words:
+    """A list (tuple, set) of strings."""
+
+    kind = str
+    optional = False
+
+    def describe(self) -> str:
+        return "a list of words"
+
+    def accepts(self, value) -> bool:
+        return isinstance(value, (list, tuple, set, frozenset)) and all(isinstance(w, str) for w in value)
+
+
 SEED = Interval(int, 0, 2**32 - 1, optional=True)  # random_state: any int numpy and Python's seeders take
 
 

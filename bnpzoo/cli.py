@@ -24,6 +24,7 @@ import torch
 
 from bnpzoo import data as datasets
 from bnpzoo.corpus import Corpus, read_corpus
+from bnpzoo.coupled_dp import TOP_WORDS, TOPIC_SHARE
 from bnpzoo.inference import data_parallel
 from bnpzoo.metrics import acc, clusters_used, nmi
 from bnpzoo.models import PROGRAMS, copy_program
@@ -72,6 +73,7 @@ def build_parser() -> Parser:
     fit.add_argument("--inference", help="learner name (default: the model's own; " +
                      ", ".join(f"{name}: {entry.default_learner}" for name, entry in MODELS.items()) + ")")
     _common(fit)
+    fit.add_argument("--plot", metavar="PATH", help="coupled-dp: the topics' prevalence by group, a PNG figure")
     compare = sub.add_parser("compare", help="every model x learner on one data set: a table and a figure")
     _common(compare)
     compare.add_argument("--out", default="results", help="folder for the figure (default: results)")
@@ -147,7 +149,11 @@ def run_grouped(model: str, inference: str, corpus, held_out, args, options: dic
     est = _estimator(model, inference, args, options, group).fit(corpus)
     return {
         "model": model, "inference": inference, "data": corpus.name, "n": est.n_tokens_, "d": est.n_features_in_,
-        "truncation": est.truncation_, "k_used": est.n_clusters_, "nmi": None, "nmi_arithmetic": None, "acc": None,
+        "truncation": est.truncation_, "k_used": est.n_topics_, "n_topics": est.n_topics_,
+        "atoms_used": est.n_clusters_,
+        "coherence": _rounded(np.mean(est.coherence_)) if est.coherence_ is not None and len(est.coherence_) else None,
+        "topic_coherence": None if est.coherence_ is None else [_rounded(c) for c in est.coherence_],
+        "nmi": None, "nmi_arithmetic": None, "acc": None,
         "perplexity": None if held_out is None else round(est.perplexity(held_out), 2),
         "seconds": round(est.fit_seconds_, 4), "iterations": est.n_iter_, "elbo": None,
         "log_joint": float(est.samples_["log_joint"][:, -1].max()),
@@ -155,6 +161,10 @@ def run_grouped(model: str, inference: str, corpus, held_out, args, options: dic
         "tokens_per_second": round(est.tokens_per_second_), "device": args.device or "cpu", "dtype": "float64",
         "processes": data_parallel.size(group), "_estimator": est,
     }
+
+
+def _rounded(value) -> float:
+    return round(float(value), 4)
 
 
 def run_one(model: str, inference: str, dataset, args, options: dict, group=None) -> dict:
@@ -228,19 +238,22 @@ def _table(records: list) -> str:
 def _topics(record: dict, shown: int = 10, words: int = 8) -> str:
     """A topic model's fit for a reader: its numbers, then the largest topics' top words."""
     est = record["_estimator"]
-    numbers = [f"{record['k_used']} topics", f"{record['n']:,} tokens", f"{record['seconds']:.1f} s",
+    numbers = [f"{record['k_used']} topics (of {record['atoms_used']} holding tokens, those with at least "
+               f"{TOPIC_SHARE:.0%} of them)", f"{record['n']:,} tokens", f"{record['seconds']:.1f} s",
                f"{record['tokens_per_second']:,} tokens/s", f"document level {'on' if est.documents_ else 'off'}"]
+    if record["coherence"] is not None:
+        numbers.insert(1, f"coherence (NPMI, top {TOP_WORDS} words) {record['coherence']:.3f}")
     if record["perplexity"] is not None:
         numbers.insert(1, f"held-out perplexity {record['perplexity']:.1f}")
     if record["rhat"] is not None:
         numbers.append(f"R-hat {record['rhat']:.3f}")
     lines = [f"bnpzoo coupled-dp on {record['data']}: " + ", ".join(numbers)]
     if est.topic_word_ is not None:
-        for k in range(min(shown, est.n_clusters_)):
-            top = np.argsort(-est.topic_word_[k], kind="stable")[:words].tolist()
-            lines.append(f"topic {k:2d} ({float(est.weights_[k]):5.1%}): " + " ".join(est.vocabulary_[i] for i in top))
-        if est.n_clusters_ > shown:
-            lines.append(f"... and {est.n_clusters_ - shown} smaller topics")
+        for k, top in enumerate(est.top_words(words)[:shown]):
+            lines.append(f"topic {k:2d} ({float(est.weights_[k]):5.1%}, NPMI {est.coherence_[k]:+.2f}): "
+                         + " ".join(top))
+        if est.n_topics_ > shown:
+            lines.append(f"... and {est.n_topics_ - shown} smaller topics (est.top_words() lists them all)")
     return "\n".join(lines)
 
 
@@ -268,6 +281,10 @@ def cmd_fit(args, extra) -> None:
             _writable_file(path, option)
     if args.labels_out and MODELS[args.model].grouped:
         raise UsageError(f"--labels-out writes each row's cluster: {args.model} clusters documents' words, not rows")
+    if args.plot:
+        if not MODELS[args.model].grouped:
+            raise UsageError(f"--plot draws a topic model's prevalence by group; for {args.model} use bnpzoo compare")
+        _writable_file(args.plot, "--plot")
     args.inference = args.inference or MODELS[args.model].default_learner
     group = data_parallel.world_group(args.device) if data_parallel.launched() else None
     if group is not None and args.device is not None:  # --device cuda: each process its own GPU
@@ -282,6 +299,8 @@ def cmd_fit(args, extra) -> None:
         record["_estimator"].save(args.save)
     if args.labels_out:
         np.savetxt(args.labels_out, record["_labels"], fmt="%d")
+    if args.plot:
+        record["_estimator"].plot_prevalence(args.plot)
     if args.json:
         print(_json_line(_public(record)))
     elif MODELS[args.model].grouped:

@@ -1,5 +1,9 @@
 """Grouped corpora for the topic models: documents as lists of tokens, a group for each.
 
+In Python a topic model takes documents in any of the usual forms (``to_documents``): a sparse
+count matrix with its vocabulary, raw texts (``tokenize``), gensim's bags of words with its
+dictionary, or token lists.
+
 Sources:
     a .txt file             one document a line, whitespace-separated tokens used as they are
                             (no lower-casing, no stop words, no frequency filter)
@@ -14,10 +18,13 @@ Groups (and labels) are files of integers, one a line, aligned with the document
 failure is a ValueError that names the file and the line, row or entry at fault.
 """
 
+import numbers
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import scipy.sparse
 
 
 @dataclass
@@ -46,6 +53,119 @@ def as_words(docs) -> list:
     list (one string) is left for the caller to refuse."""
     return [doc if isinstance(doc, list) and all(type(token) is str for token in doc)
             else [str(token) for token in doc] if isinstance(doc, (list, tuple)) else doc for doc in docs]
+
+
+TOKEN_PATTERN = re.compile(r"(?u)\b\w\w+\b")  # scikit-learn's CountVectorizer's default: words of 2+ characters
+
+
+def stop_word_set(stop_words) -> frozenset:
+    """None: no stop words; "english": scikit-learn's list (318 words); else the words given."""
+    if stop_words is None:
+        return frozenset()
+    if isinstance(stop_words, str):
+        if stop_words != "english":
+            raise ValueError(f"stop_words must be None, 'english' or a list of words, got {stop_words!r}")
+        from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
+
+        return frozenset(ENGLISH_STOP_WORDS)
+    return frozenset(stop_words)
+
+
+def tokenize(text: str) -> list[str]:
+    """The default tokenizer: the lower-cased words of two or more letters or digits, as
+    scikit-learn's ``CountVectorizer`` finds them by default (so a text and its count row hold the
+    same tokens)."""
+    return TOKEN_PATTERN.findall(text.lower())
+
+
+def _namer(vocabulary, size: int, what: str):
+    """Word id -> token: ``vocabulary[id]`` (a list, an array such as ``get_feature_names_out()``,
+    a mapping such as gensim's ``Dictionary``), or "w<id>" without one."""
+    if vocabulary is None:
+        return lambda j: f"w{j}"
+    if hasattr(vocabulary, "__len__") and not hasattr(vocabulary, "keys") and len(vocabulary) < size:
+        raise ValueError(f"vocabulary has {len(vocabulary)} words for {what} of {size}")
+
+    def name(j):
+        try:
+            return str(vocabulary[j])
+        except (KeyError, IndexError):
+            raise ValueError(f"vocabulary has no word for id {j} ({what})") from None
+
+    return name
+
+
+def _is_bag_of_words(doc) -> bool:
+    return (isinstance(doc, (list, tuple)) and len(doc) > 0 and all(
+        isinstance(pair, tuple) and len(pair) == 2 and isinstance(pair[0], numbers.Integral)
+        and isinstance(pair[1], numbers.Real) for pair in doc))
+
+
+def _check_count(value, where: str) -> int:
+    if not (np.isfinite(value) and value >= 0 and value == round(value)):
+        raise ValueError(f"counts must be non-negative integers; {where} is {value!r} (weights such as "
+                         "TfidfVectorizer's are not counts: give CountVectorizer's)")
+    return int(value)
+
+
+def keeps_token_order(X) -> bool:
+    """Whether X's documents hold their tokens in text order: not a count matrix's rows nor gensim's
+    bags of words, which list a document's words once each, with counts."""
+    return not (scipy.sparse.issparse(X) or (isinstance(X, (list, tuple)) and any(_is_bag_of_words(d) for d in X)))
+
+
+def to_documents(X, vocabulary=None, tokenizer=None, stop_words=None) -> list | None:
+    """Documents in any of a topic model's usual forms as token lists, or None where X is not text:
+
+    - a sparse documents x words count matrix (scipy, as ``CountVectorizer().fit_transform`` gives),
+      word j named ``vocabulary[j]`` (``get_feature_names_out()``), each document's tokens in
+      column order;
+    - raw strings, split by ``tokenizer`` (default ``tokenize``);
+    - gensim's bag-of-words documents, lists of (id, count), word ids named by ``vocabulary`` (its
+      ``Dictionary``);
+    - token lists (strings; numbers are words too: 7 and "7" are one word), as they are, unless
+      every list holds numbers and all have one length (numeric rows given as lists).
+
+    Without a vocabulary word j is "w<j>". ``stop_words`` (``stop_word_set``) are dropped from
+    every form. Counts that are not non-negative integers are refused, naming the entry."""
+    drop = stop_word_set(stop_words)
+    keep = (lambda doc: [token for token in doc if token not in drop]) if drop else (lambda doc: doc)
+    if scipy.sparse.issparse(X):
+        counts = scipy.sparse.csr_matrix(X)
+        counts.sum_duplicates()
+        bad = ~(np.isfinite(counts.data) & (counts.data >= 0) & (counts.data == np.round(counts.data)))
+        if bad.any():
+            row = int(np.searchsorted(counts.indptr, np.flatnonzero(bad)[0], side="right") - 1)
+            _check_count(float(counts.data[bad][0]), f"row {row}, column {int(counts.indices[bad][0])}")
+        name = _namer(vocabulary, counts.shape[1], f"a matrix of {counts.shape[1]} columns")
+        names = [name(j) for j in range(counts.shape[1])]
+        return [keep([names[j] for j, c in zip(counts.indices[a:b], counts.data[a:b]) for _ in range(int(c))])
+                for a, b in zip(counts.indptr[:-1], counts.indptr[1:])]
+    if not isinstance(X, (list, tuple)) or not X:
+        return None
+    if all(isinstance(doc, str) for doc in X):
+        split = tokenize if tokenizer is None else tokenizer
+        return [keep(list(split(doc))) for doc in X]
+    if any(isinstance(doc, str) for doc in X):
+        first = next(i for i, doc in enumerate(X) if isinstance(doc, str))
+        raise ValueError(f"X[{first}] is a string among token lists: give every document as a text or every one "
+                         "as a list of tokens")
+    if any(_is_bag_of_words(doc) for doc in X):
+        for d, doc in enumerate(X):
+            if not (len(doc) == 0 or _is_bag_of_words(doc)):
+                raise ValueError(f"X[{d}] is not a bag of words, a list of (id, count) pairs like the others")
+        ids = [int(i) for doc in X for i, _ in doc]
+        if min(ids) < 0:
+            raise ValueError(f"bag-of-words ids must be non-negative, got {min(ids)}")
+        name = _namer(vocabulary, max(ids) + 1, "the bag-of-words ids")
+        return [keep([name(int(i)) for i, c in doc for _ in range(_check_count(c, f"X[{d}] word id {i}"))])
+                for d, doc in enumerate(X)]
+    if not all(isinstance(doc, (list, tuple)) for doc in X):
+        return None
+    # lists that all hold numbers and are all one length are numeric rows; ragged ones, documents of word ids
+    if all(isinstance(token, numbers.Real) for doc in X for token in doc) and len({len(doc) for doc in X}) == 1:
+        return None
+    return [keep(doc) for doc in as_words(X)]
 
 
 def read_corpus(path) -> Corpus:

@@ -18,32 +18,25 @@ import numpy as np
 import pyro
 import torch
 
-from bnpzoo._validation import SEED, AnyOf, Folder, Interval, OneOf, check_array
+from bnpzoo._validation import SEED, AnyOf, Folder, Function, Interval, OneOf, Words, check_array
 from bnpzoo.base import Estimator, FittedTensor
 from bnpzoo.caller_state import keeps_caller_state
-from bnpzoo.corpus import Corpus, as_words
+from bnpzoo.coherence import WINDOW, npmi_coherence
+from bnpzoo.corpus import Corpus, keeps_token_order, to_documents
 from bnpzoo.diagnostics import arviz
 from bnpzoo.models.coupled_configs import CONFIGS, inheritance_matrix
 from bnpzoo.models.coupled_dp import mixing_weights
 from bnpzoo.threads import fit_threads
 
 INFERENCE = ("gibbs",)
+TOPIC_SHARE = 0.01  # a topic is listed (``n_topics_``, the CLI) when it holds at least this share of the tokens
+TOP_WORDS = 10  # the top words a topic's coherence is measured on (``coherence_``)
 POOL = 150  # atoms in the default pool for words (``truncation=None``)
 RHAT_LIMIT = 1.1  # above it, the chains have not mixed (``_check_mixing``)
 
 
 class ConvergenceWarning(UserWarning):
     """A fit whose chains have not mixed: more sweeps are needed."""
-
-
-def _documents(X) -> bool:
-    """A list of token lists: documents, unless every list holds numbers and all have one length
-    (numeric rows given as lists or tuples, fitted as rows); ragged lists of numbers are documents
-    of word ids."""
-    if not (isinstance(X, (list, tuple)) and all(isinstance(doc, (list, tuple)) for doc in X)):
-        return False
-    numeric = all(isinstance(token, numbers.Real) for doc in X for token in doc)
-    return not (numeric and len({len(doc) for doc in X}) == 1)
 
 
 def _rank_prefix(group) -> str:
@@ -57,9 +50,14 @@ class CoupledDP(Estimator):
     """Groups of observations, each group's mixture D_t = sum_s c_ts S_{q_ts}(H_s) built from
     latent DPs H_s ~ DP(alpha_s B) ([Coupled-DP] eq. (6)-(8)); see ``models.coupled_dp``.
 
-    ``fit(X, groups=None)``: X a ``bnpzoo.corpus.Corpus`` (its ``groups`` used unless given), a
-    list of documents (token lists) with ``groups`` one per document, or an N x D real array with
-    ``groups`` one per row. Words get the categorical family (topics with a symmetric
+    ``fit(X, groups=None, vocabulary=None)``: X documents with ``groups`` one per document, in any
+    of a topic model's usual forms (``bnpzoo.corpus.to_documents``): a sparse document-term count
+    matrix (``CountVectorizer().fit_transform(texts)``, its ``get_feature_names_out()`` as
+    ``vocabulary``), texts (split by ``tokenizer``), gensim's bags of words (its ``Dictionary`` as
+    ``vocabulary``), token lists, or a ``bnpzoo.corpus.Corpus`` (its ``groups`` used unless given);
+    or an N x D real array with ``groups`` one per row. The same corpus in any form is the same fit
+    where its tokens come in the same order (a count matrix and bags of words give each document's
+    tokens in word order). Words get the categorical family (topics with a symmetric
     Dirichlet(beta) base, the coupled topic model of section 5.1); real vectors get Gaussian
     atoms with a Normal-Gamma base per dimension. Groups are integers; their sorted distinct
     values are groups 0..T-1, in that order (which the distance |t - s| of ``m-ldp`` and ``sngp``
@@ -151,18 +149,31 @@ class CoupledDP(Estimator):
         every sweep, and every process ends with the same fit; the chain's draws are those of one
         process with ``label_step="parallel"`` (``inference.coupled.parallel``). Words, one chain.
 
+    tokenizer : how texts are split into tokens: a function of a string returning its tokens. None
+        (default): ``bnpzoo.corpus.tokenize``, the lower-cased words of two or more letters or
+        digits, as scikit-learn's ``CountVectorizer`` splits them. Code, so ``load`` takes it again.
+    stop_words : words left out of every document, whatever its form: None (default), "english"
+        (scikit-learn's list) or a list of words.
+
     Fitted attributes: ``samples_`` (MCMC's summaries by chain: log_joint, atoms_per_source,
     atoms_per_group, alpha), ``mcmc_`` (the ``pyro.infer.MCMC`` object; ``to_arviz()`` exports it),
     ``rhat_`` (R-hat of the log joint, NaN with one chain), ``q_``, ``n_groups_``, ``truncation_``
     and ``beta_`` (the settings used, defaults resolved); from the
     final state of the chain with the highest final log joint: ``n_clusters_`` (atoms holding
     data), ``weights_`` (their share of the data), ``group_weights_`` (each group's D_t over them,
-    renormalised), ``topic_word_`` (E[phi | x] over the used atoms: each atom's (n_kw + beta) /
-    (n_k + V beta) averaged over the kept sweeps since it last held no token) and ``vocabulary_``
+    renormalised), ``group_counts_`` (each group's tokens, or rows, on each of them),
+    ``topic_word_`` (E[phi | x] over the used atoms: each atom's (n_kw + beta) / (n_k + V beta)
+    averaged over the kept sweeps since it last held no token) and ``vocabulary_``
     for words, ``means_`` and ``precisions_`` for vectors; and
     ``n_features_in_`` (vocabulary size or D), ``n_tokens_``, ``n_iter_`` (sweeps per chain),
     ``fit_seconds_``, ``sampling_seconds_`` and ``tokens_per_second_`` (sweeps of all chains x
     training tokens / sampling seconds; after a resume, of the sweeps this fit ran),
+    ``n_topics_`` (words: the topics listed, those holding at least ``TOPIC_SHARE`` = 1 % of the
+    tokens, the first rows of ``topic_word_``; a DP keeps a tail of atoms with a few tokens each,
+    which ``top_words(topics="all")`` still shows), ``coherence_`` (words: each listed topic's NPMI
+    coherence over the training documents, its ``TOP_WORDS`` = 10 top words, windows of 10 tokens,
+    as gensim's ``CoherenceModel(coherence="c_npmi")``: ``bnpzoo.coherence``; for a count matrix or
+    bags of words, whose documents have lost their token order, whole documents),
     ``compile_seconds_`` (before sampling, the sampler's compiled loops loaded from numba's cache,
     or compiled on the first fit of a new install, about 10 s, which ``verbose`` announces), and
     ``documents_`` (whether the document level ran).
@@ -192,22 +203,26 @@ class CoupledDP(Estimator):
         "random_state": SEED,
         "verbose": OneOf(True, False),
         "data_parallel": OneOf(False, True),
+        "tokenizer": Function(),
+        "stop_words": AnyOf(OneOf(None, "english"), Words()),
     }
+    _unsaved_params = _optional_code = ("tokenizer",)  # code: ``load(path, tokenizer=...)`` takes it again
     _fit_call = "fit(X, groups)"
     # the fitted parameters: numpy arrays to the caller, tensors in ``tensors_`` (``bnpzoo.base.FittedTensor``)
     weights_, group_weights_, topic_word_ = FittedTensor(), FittedTensor(), FittedTensor()
+    group_counts_ = FittedTensor()
     means_, precisions_ = FittedTensor(), FittedTensor()
     _fitted_attributes = ("q_", "n_groups_", "n_clusters_", "weights_", "topic_word_", "vocabulary_", "means_",
                           "precisions_", "n_features_in_", "n_tokens_", "n_iter_", "fit_seconds_",
                           "sampling_seconds_", "tokens_per_second_", "rhat_", "samples_", "group_values_",
                           "group_weights_", "truncation_", "beta_", "documents_",
-                          "compile_seconds_", "doc_concentration_")
+                          "compile_seconds_", "doc_concentration_", "n_topics_", "coherence_", "group_counts_")
 
     def __init__(self, *, config="m-ldp", q=None, sigma=1.0, truncation=None, inference="gibbs", alpha=None,
                  beta=None, prior_mean=0.0, prior_kappa=1.0, prior_shape=1.0, prior_rate=1.0, label_step=None,
                  documents=None, doc_concentration=1.0, split_merge=1, max_iter=200, warmup=100, thin=1,
                  num_chains=1, checkpoint=None, checkpoint_every=50, device=None, random_state=None, verbose=False,
-                 data_parallel=False):
+                 data_parallel=False, tokenizer=None, stop_words=None):
         self.config = config
         self.q = q
         self.sigma = sigma
@@ -233,11 +248,20 @@ class CoupledDP(Estimator):
         self.random_state = random_state
         self.verbose = verbose
         self.data_parallel = data_parallel
+        self.tokenizer = tokenizer
+        self.stop_words = stop_words
 
     # -- data ------------------------------------------------------------------------------
-    def _observations(self, X, groups):
+    def _documents(self, X, vocabulary=None) -> list | None:
+        """X's documents as token lists (``bnpzoo.corpus.to_documents``: a ``Corpus``, a sparse count
+        matrix, texts, gensim's bags of words or token lists), or None for real vectors."""
+        X = X.docs if isinstance(X, Corpus) else X
+        return to_documents(X, vocabulary, self.tokenizer, self.stop_words)
+
+    def _observations(self, X, groups, vocabulary=None):
         """(x, group of each observation (0..T-1), the sorted group values, vocabulary or None, the
-        document of each token (0..D-1 over the documents that have tokens) or None)."""
+        document of each token (0..D-1 over the documents that have tokens) or None, the documents
+        as token lists or None)."""
         if isinstance(X, Corpus):
             groups, X = (X.groups if groups is None else groups), X.docs
         if groups is None:
@@ -246,27 +270,24 @@ class CoupledDP(Estimator):
         if groups.ndim != 1 or groups.dtype.kind not in "iu":
             raise ValueError(f"groups must be a 1-D array of integers, got {groups.dtype} of shape {groups.shape}")
         values, group_index = np.unique(groups, return_inverse=True)
-        if isinstance(X, (list, tuple)) and any(isinstance(doc, str) for doc in X):
-            first = next(i for i, doc in enumerate(X) if isinstance(doc, str))
-            raise ValueError(f"X[{first}] is a string; a document is a list of tokens (strings): split each text "
-                             "first, for example [text.lower().split() for text in texts]")
-        if _documents(X):
-            if len(X) != len(groups):
-                raise ValueError(f"groups has {len(groups)} entries for {len(X)} documents")
-            corpus = Corpus("train", as_words(X))
+        docs = self._documents(X, vocabulary)
+        if docs is not None:
+            if len(docs) != len(groups):
+                raise ValueError(f"groups has {len(groups)} entries for {len(docs)} documents")
+            corpus = Corpus("train", docs)
             vocab = corpus.vocabulary()
             if not vocab:
                 raise ValueError("the corpus has no tokens")
             doc, word = corpus.token_arrays(vocab)
             lengths = np.bincount(doc)  # documents 0..D-1 over those with tokens (doc is sorted)
             documents = torch.from_numpy(np.repeat(np.arange(np.count_nonzero(lengths)), lengths[lengths > 0]))
-            return torch.from_numpy(word), torch.from_numpy(group_index[doc]), values, vocab, documents
+            return torch.from_numpy(word), torch.from_numpy(group_index[doc]), values, vocab, documents, docs
         x = check_array(X, dtype=torch.float64)
         if len(groups) != x.shape[0]:
             raise ValueError(f"groups has {len(groups)} entries for {x.shape[0]} rows")
         if self.documents:
             raise ValueError("documents=True applies to words (a corpus or token lists), not to real vectors")
-        return x, torch.from_numpy(group_index), values, None, None
+        return x, torch.from_numpy(group_index), values, None, None, None
 
     def _q(self, num_groups):
         if self.q is not None:
@@ -277,7 +298,10 @@ class CoupledDP(Estimator):
     # -- fitting ---------------------------------------------------------------------------
     @fit_threads
     @keeps_caller_state
-    def fit(self, X, groups=None):
+    def fit(self, X, groups=None, vocabulary=None):
+        """Fit on X, with ``groups`` one integer per document (or row) unless X is a ``Corpus`` that
+        has them; ``vocabulary`` names the words of a count matrix or of gensim's bags of words
+        (the class docstring); returns self."""
         from pyro.infer import MCMC
 
         from bnpzoo.inference.coupled import gibbs  # the sampler (numba, scipy) loads on first use
@@ -289,7 +313,7 @@ class CoupledDP(Estimator):
         if self.random_state is not None:
             pyro.set_rng_seed(int(self.random_state))
         group = self._group()
-        x, group_index, values, vocab, documents = self._observations(X, groups)
+        x, group_index, values, vocab, documents, docs = self._observations(X, groups, vocabulary)
         self.group_values_ = values.tolist()
         self.n_groups_ = len(self.group_values_)
         self.q_ = self._q(self.n_groups_)
@@ -351,6 +375,9 @@ class CoupledDP(Estimator):
         self.truncation_ = problem.atoms_per_source
         self._check_pool(problem)
         self._keep(problem, best, vocab)
+        self.n_topics_ = int((self.weights_ >= TOPIC_SHARE).sum())
+        window = WINDOW if keeps_token_order(X.docs if isinstance(X, Corpus) else X) else None  # bags: whole documents
+        self.coherence_ = None if vocab is None else npmi_coherence(self.top_words(TOP_WORDS), docs, window)
         self.n_features_in_ = len(vocab) if vocab is not None else int(x.shape[1])
         self.n_tokens_ = n_tokens
         self.n_iter_ = (self.warmup + self.max_iter) * self.thin
@@ -435,10 +462,12 @@ class CoupledDP(Estimator):
         """The fitted point summary: the used atoms of one state, largest first."""
         from bnpzoo.inference.coupled import gibbs
         s = problem.sizes[1]
-        sizes = gibbs.label_counts(problem, state.z).sum(0)
+        counts = gibbs.label_counts(problem, state.z)
+        sizes = counts.sum(0)
         used = torch.argsort(sizes, descending=True, stable=True)[: int((sizes > 0).sum())]
         self.n_clusters_ = len(used)
         self.weights_ = sizes[used] / sizes.sum()
+        self.group_counts_ = counts[:, used]  # each group's tokens on each used atom
         mixing = mixing_weights(state.coeffs, state.inherit, state.weight, state.source, s)[:, used]
         self.group_weights_ = mixing / mixing.sum(1, keepdim=True)  # D_t over the used atoms, renormalised
         self.topic_word_ = gibbs.topic_word(problem, state)[used] if vocab is not None else None
@@ -448,16 +477,71 @@ class CoupledDP(Estimator):
         self.precisions_ = None if vocab is not None else state.params["precision"][used]
 
     # -- results ---------------------------------------------------------------------------
-    def perplexity(self, docs) -> float:
-        """Held-out completion perplexity of token lists (``bnpzoo.metrics.completion_perplexity``)."""
-        from bnpzoo.perplexity import completion_perplexity
-
+    def _words(self, docs, vocabulary=None) -> list:
+        """``docs`` in any of fit's forms for words, as token lists (refused for a fit on vectors)."""
         self._check_fitted()
         if self.topic_word_ is None:
-            raise ValueError("perplexity applies to word data; this model was fitted on real vectors")
-        docs = docs.docs if isinstance(docs, Corpus) else docs
-        docs = as_words(docs)  # as in fit; a document given as one string is refused by the metric
-        return completion_perplexity(self.topic_word_, self.vocabulary_, docs)
+            raise ValueError("this applies to word data; this model was fitted on real vectors")
+        words = self._documents(docs, vocabulary)
+        if words is None:
+            raise ValueError("docs must be documents: token lists, texts, a sparse count matrix, gensim's bags of "
+                             "words or a Corpus")
+        return words
+
+    def perplexity(self, docs, vocabulary=None) -> float:
+        """Held-out completion perplexity of ``docs`` (any of fit's forms for words;
+        ``bnpzoo.perplexity.completion_perplexity``)."""
+        from bnpzoo.perplexity import completion_perplexity
+
+        return completion_perplexity(self.topic_word_, self.vocabulary_, self._words(docs, vocabulary))
+
+    def transform(self, docs, groups=None, vocabulary=None) -> np.ndarray:
+        """Each document's topic proportions (documents x ``topic_word_``'s topics, rows summing to
+        1), the topics held fixed: the model's document level, theta_d ~ DP(b, D), with D the
+        document's group's mixture (``group_weights_``, where ``groups`` are given, one fitted group
+        value per document) or the corpus's (``weights_``) and b ``doc_concentration_`` (1 without
+        the document level), fitted by EM on the document's tokens (``bnpzoo.perplexity.fold_in``:
+        theta_k proportional to b D_k + the tokens' responsibilities). ``docs`` in any of fit's forms
+        for words; words outside the vocabulary are left out, and a document without known words
+        gets D itself."""
+        from bnpzoo.perplexity import fold_in
+
+        words = self._words(docs, vocabulary)
+        base = np.asarray(self.weights_, dtype=np.float64)[None]
+        if groups is not None:
+            base = np.asarray(self.group_weights_, dtype=np.float64)[self._group_index(groups, len(words), "document")]
+        index = {word: i for i, word in enumerate(self.vocabulary_)}
+        ids = [[index[token] for token in doc if token in index] for doc in words]
+        doc_ids = np.repeat(np.arange(len(ids)), [len(i) for i in ids])
+        word_ids = np.fromiter((i for doc in ids for i in doc), np.int64, len(doc_ids))
+        concentration = self.doc_concentration_ or 1.0
+        return fold_in(np.asarray(self.topic_word_, dtype=np.float64), doc_ids, word_ids, len(ids),
+                       smoothing=concentration * base / base.sum(1, keepdims=True), start=base)
+
+    def top_words(self, n: int = 10, topics: str = "listed") -> list[list[str]]:
+        """The ``n`` most probable words of each topic, largest topic first: the topics listed
+        (``n_topics_``, those holding at least ``TOPIC_SHARE`` of the tokens) or ``topics="all"``
+        (every atom that holds data, the rows of ``topic_word_``)."""
+        self._check_fitted()
+        if self.topic_word_ is None:
+            raise ValueError("top_words applies to word data; this model was fitted on real vectors")
+        if topics not in ("listed", "all"):
+            raise ValueError(f"topics must be 'listed' or 'all', got {topics!r}")
+        rows = np.asarray(self.topic_word_)[: self.n_topics_ if topics == "listed" else None]
+        return [[self.vocabulary_[j] for j in np.argsort(-row, kind="stable")[:n]] for row in rows]
+
+    def plot_prevalence(self, path=None, ax=None, words: int = 3):
+        """A heatmap of each group's share of its tokens on each listed topic (``group_counts_`` in
+        the kept state, over all of the group's tokens: a row sums to 1 less its share on the tail
+        of small topics), groups in their sorted order (years read top to bottom), each topic
+        labelled by its ``words`` top words. Saved to ``path`` when given; returns the figure."""
+        from bnpzoo.plots import prevalence_figure
+
+        self.top_words(0)  # fitted, on words
+        counts = np.asarray(self.group_counts_, dtype=np.float64)
+        shares = counts[:, : self.n_topics_] / np.maximum(counts.sum(1, keepdims=True), 1)
+        labels = [" ".join(top) for top in self.top_words(words)]
+        return prevalence_figure(shares, labels, self.group_values_, path=path, ax=ax)
 
     def to_arviz(self):
         """The chains' summaries as ArviZ InferenceData (``arviz.from_pyro``), for R-hat and ESS."""
@@ -478,10 +562,15 @@ class CoupledDP(Estimator):
         if self.means_ is None:
             raise ValueError("predict applies to real vectors; for words use topic_word_ and perplexity()")
         x = self._rows(X, fitting=False, dtype=torch.float64, n_features=self.n_features_in_)
-        position = {value: t for t, value in enumerate(self.group_values_)}
-        index = [position.get(value) for value in np.asarray(groups).tolist()]
-        if len(index) != x.shape[0] or None in index:
-            raise ValueError(f"groups must hold one of the fitted groups {self.group_values_} for each row")
+        index = self._group_index(groups, x.shape[0], "row")
         fitted = {"mean": self._fitted("means_"), "precision": self._fitted("precisions_")}
         density = gibbs.gaussian_log_density(x, fitted)
         return (self._fitted("group_weights_").log()[index] + density).argmax(1).cpu().numpy()
+
+    def _group_index(self, groups, n: int, of: str) -> list[int]:
+        """Each of ``n`` documents' (rows') fitted group, 0..T-1, from its group value."""
+        position = {value: t for t, value in enumerate(self.group_values_)}
+        index = [position.get(value) for value in np.asarray(groups).tolist()]
+        if len(index) != n or None in index:
+            raise ValueError(f"groups must hold one of the fitted groups {self.group_values_} for each {of}")
+        return index

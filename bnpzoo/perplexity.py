@@ -53,12 +53,17 @@ def _pairs(doc_ids, word_ids, n_words):
     return key // n_words, key % n_words, counts.astype(np.float64)
 
 
-def fold_in(phi: np.ndarray, doc_ids, word_ids, n_docs: int, *, smoothing=0.1, iterations=100) -> np.ndarray:
-    """theta (n_docs x K) by EM on the given tokens, the topics ``phi`` (K x V) held fixed."""
+def fold_in(phi: np.ndarray, doc_ids, word_ids, n_docs: int, *, smoothing=0.1, iterations=100,
+            start=None) -> np.ndarray:
+    """theta (n_docs x K) by EM on the given tokens, the topics ``phi`` (K x V) held fixed:
+    theta_dk propto ``smoothing`` (a number, or per topic (K,) or per document and topic) + the
+    responsibilities of d's tokens; from ``start`` (uniform by default; a document without tokens
+    ends at the normalised smoothing)."""
     from scipy import sparse  # slow to import; the CLI's start does without
 
     k = phi.shape[0]
-    theta = np.full((n_docs, k), 1.0 / k)
+    theta = np.full((n_docs, k), 1.0 / k) if start is None else np.broadcast_to(start / start.sum(-1, keepdims=True),
+                                                                                (n_docs, k)).copy()
     d, w, c = _pairs(doc_ids, word_ids, phi.shape[1])
     phi_t = phi.T[w]  # (pairs, K)
     # pairs -> documents as a sparse sum, built once (np.add.at in the loop is an unbuffered scatter)

@@ -1,4 +1,4 @@
-"""Figures: the comparison panel written by ``bnpzoo compare``."""
+"""Figures: the comparison panel written by ``bnpzoo compare``, and a topic model's prevalence by group."""
 
 import matplotlib
 import matplotlib.ticker
@@ -65,3 +65,32 @@ def comparison_figure(records: list, dataset, path):
     fig.savefig(path, dpi=110, bbox_inches="tight")
     plt.close(fig)
     return fig
+
+
+def prevalence_figure(shares, topic_labels: list[str], group_values: list, *, path=None, ax=None):
+    """A heatmap of ``shares`` (groups x topics, each row a group's shares of its tokens), a row per
+    group labelled by its value, a column per topic labelled by ``topic_labels`` (top words), each
+    cell of at least 0.5 % with its share in percent where there is room. Drawn on ``ax`` (a new figure
+    otherwise), saved to ``path`` when given; returns the figure."""
+    from matplotlib.figure import Figure
+
+    shares = np.asarray(shares, dtype=float)
+    groups, topics = shares.shape
+    if ax is None:  # outside pyplot: nothing left open in the caller's session
+        ax = Figure(figsize=(min(max(6.0, 2.0 + 0.55 * topics), 30), min(2.0 + 0.35 * groups, 30))).subplots()
+    image = ax.imshow(shares, aspect="auto", cmap="viridis", vmin=0)
+    ax.set_xticks(np.arange(topics), [f"{k}: {label}" for k, label in enumerate(topic_labels)], rotation=60,
+                  ha="right", fontsize=8)
+    ax.set_yticks(np.arange(groups), [str(v) for v in group_values], fontsize=8)
+    ax.set(xlabel="topic (top words), largest first", ylabel="group",
+           title="topic prevalence by group: each group's share of its tokens by topic")
+    if groups * topics <= 600:  # the percentages, where they are at least one
+        high = shares.max() if shares.size else 0
+        for t, k in zip(*np.nonzero(shares >= 0.005)):
+            ax.text(k, t, f"{100 * shares[t, k]:.0f}", ha="center", va="center", fontsize=6,
+                    color="black" if shares[t, k] > 0.6 * high else "white")
+    ax.figure.colorbar(image, ax=ax, fraction=0.03, pad=0.01, label="share")
+    ax.figure.tight_layout()
+    if path is not None:
+        ax.figure.savefig(path, dpi=110, bbox_inches="tight")
+    return ax.figure

@@ -32,8 +32,8 @@ class Entry:
     def options(self):
         """(flag, parameter, argparse kwargs) for every model option of the estimator."""
         for name, constraint in self.estimator._parameter_constraints.items():
-            if name in COMMON or name in self.estimator._renamed:
-                continue
+            if name in COMMON or name in self.estimator._renamed or name in self.estimator._unsaved_params:
+                continue  # code (a tokenizer, a Pyro program) is given in Python only
             kwargs = {"dest": name, "default": None, "help": f"{constraint.describe()}"}
             if isinstance(constraint, OneOf) and set(constraint.options) == {True, False}:
                 kwargs.update(action="store_const", const=True, help="on (off by default)")

@@ -220,7 +220,7 @@ def test_the_cli_prints_the_topics_and_saves_the_model(tmp_path, capsys):
     assert "held-out perplexity" in out[0] and "document level on" in out[0]
     topics = [line for line in out if line.startswith("topic ")]
     loaded = CoupledDP.load(tmp_path / "model.pt")
-    assert len(topics) == min(10, loaded.n_clusters_)
+    assert len(topics) == min(10, loaded.n_topics_) and loaded.n_topics_ == int((loaded.weights_ >= 0.01).sum())
     top = loaded.vocabulary_[int(loaded.topic_word_[0].argmax())]
     assert top == topics[0].split(": ")[1].split()[0]
     assert f"{loaded.perplexity(read_corpus(str(tmp_path / 'test.txt'))):.1f}" in out[0]
@@ -251,7 +251,8 @@ def test_a_full_atom_pool_is_not_silent():
     (dict(X=[["a", "b"], ["c"]], groups=None), "needs groups"),
     (dict(X=[["a", "b"], ["c"]], groups=[0]), "1 entries for 2 documents"),
     (dict(X=[["a", "b"], ["c"]], groups=[0.5, 1.0]), "integers"),
-    (dict(X=["a b", "c"], groups=[0, 1]), r"X\[0\] is a string; a document is a list of tokens"),
+    (dict(X=[["a", "b"], "c d"], groups=[0, 1]), r"X\[1\] is a string among token lists"),
+    (dict(X=["a b", "c"], groups=[0, 1]), "the corpus has no tokens"),  # the default tokenizer: 2+ letters
 ])
 def test_bad_input_is_named(args, message):
     with pytest.raises(ValueError, match=message):

@@ -567,7 +567,7 @@ def test_an_uncollapsed_chain_starts_from_a_collapsed_chain_on_part_of_the_corpu
 
     corpus = generated_topics(8_000, n_groups=2, n_topics=4, vocab_size=100, seed=0)
     estimator = CoupledDP()
-    x, groups, values, vocab, documents = estimator._observations(corpus, None)
+    x, groups, values, vocab, documents, _ = estimator._observations(corpus, None)
     problem = gibbs.Problem(x=x, groups=groups, q=estimator._q(len(values)), atoms_per_source=4, vocab_size=len(vocab),
                             beta=0.01, alpha=1.0, documents=documents, label_step="uncollapsed")
     chains = []
