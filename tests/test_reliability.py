@@ -36,7 +36,10 @@ def finite_fit(est, data):
 @pytest.mark.parametrize("inference", ["vmm", "svmm"])
 def test_small_repeated_or_badly_scaled_data_fit_to_finite_outputs(data, inference):
     dtype = "float64" if np.abs(data).max() > 1e15 else "float32"
-    est = finite_fit(DPGMM(inference=inference, max_iter=60, dtype=dtype, random_state=0), data)
+    with warnings.catch_warnings():
+        if inference == "svmm" and len(data) == 4:  # its default steps take 4 rows' bound 8 % below the start
+            warnings.filterwarnings("ignore", "the bound fell")
+        est = finite_fit(DPGMM(inference=inference, max_iter=60, dtype=dtype, random_state=0), data)
     assert 1 <= est.n_clusters_ <= len(np.unique(data, axis=0))
     # the data-driven scale keeps at least 1% of the data's own (it once fell to 1e-19, or 1e-6 on repeated rows)
     assert (est.scale_.astype(np.float64) >= 0.009 * np.asarray(data, dtype=np.float64).std(0).min()).all()
@@ -165,13 +168,13 @@ def test_a_learning_rate_for_a_learner_without_one_is_refused(inference):
         DPGMM(inference=inference, learning_rate=0.1).fit(X)  # it was silently ignored
 
 
-@pytest.mark.parametrize("inference, rate", [("vi", 1e4), ("sga", 20.0)])
+@pytest.mark.parametrize("inference, rate", [("vi", 1e4), ("sga", 20.0), ("sga", 2.0), ("sga", 5.0)])
 def test_steps_that_overshoot_into_a_collapsed_fit_warn(inference, rate):
     """Too large a step merges the digits' clusters and climbs back to a finite bound, where no
-    divergence error fires (vi at 1e4: one cluster; sga at 20 times the step to the minibatch's
-    conjugate optimum, likewise; at 2 to 5 times it collapses too, its bound not far enough below the
-    start's for the warning); the default step fits without the warning. The rules whose
-    steps the domain guard tempers (sga-momentum at 1, svmm at 10) lose NMI without collapsing."""
+    divergence error fires (vi at 1e4: one cluster; sga at 2 to 20 times the step to the minibatch's
+    conjugate optimum, one or two, its bound 6 % or more below the start's on the way); the default
+    step fits without the warning. The rules whose steps the domain guard tempers (sga-momentum at
+    1, svmm at 10) lose NMI without collapsing."""
     from bnpzoo.data import digits
     from bnpzoo.metrics import nmi
 
