@@ -173,7 +173,8 @@ class CoupledDP(Estimator):
     which ``top_words(topics="all")`` still shows), ``coherence_`` (words: each listed topic's NPMI
     coherence over the training documents, its ``TOP_WORDS`` = 10 top words, windows of 10 tokens,
     as gensim's ``CoherenceModel(coherence="c_npmi")``: ``bnpzoo.coherence``; for a count matrix or
-    bags of words, whose documents have lost their token order, whole documents),
+    bags of words, whose documents have lost their token order, whole documents; ``coherence(docs)``
+    computes it over a reference corpus),
     ``compile_seconds_`` (before sampling, the sampler's compiled loops loaded from numba's cache,
     or compiled on the first fit of a new install, about 10 s, which ``verbose`` announces), and
     ``documents_`` (whether the document level ran).
@@ -376,8 +377,7 @@ class CoupledDP(Estimator):
         self._check_pool(problem)
         self._keep(problem, best, vocab)
         self.n_topics_ = int((self.weights_ >= TOPIC_SHARE).sum())
-        window = WINDOW if keeps_token_order(X.docs if isinstance(X, Corpus) else X) else None  # bags: whole documents
-        self.coherence_ = None if vocab is None else npmi_coherence(self.top_words(TOP_WORDS), docs, window)
+        self.coherence_ = None if vocab is None else self._coherence(docs, X, TOP_WORDS)
         self.n_features_in_ = len(vocab) if vocab is not None else int(x.shape[1])
         self.n_tokens_ = n_tokens
         self.n_iter_ = (self.warmup + self.max_iter) * self.thin
@@ -517,6 +517,18 @@ class CoupledDP(Estimator):
         concentration = self.doc_concentration_ or 1.0
         return fold_in(np.asarray(self.topic_word_, dtype=np.float64), doc_ids, word_ids, len(ids),
                        smoothing=concentration * base / base.sum(1, keepdims=True), start=base)
+
+    def coherence(self, docs, vocabulary=None, top: int = TOP_WORDS) -> np.ndarray:
+        """Each listed topic's NPMI coherence (``bnpzoo.coherence``) over a reference corpus ``docs``
+        in any of fit's forms for words (``coherence_`` is this over the training documents): its
+        ``top`` top words, windows of 10 tokens, or whole documents for a count matrix or bags of
+        words, whose token order is lost."""
+        return self._coherence(self._words(docs, vocabulary), docs, top)
+
+    def _coherence(self, words: list, docs, top: int) -> np.ndarray:
+        """``coherence`` over ``words``, the token lists of ``docs`` (whose form sets the windows)."""
+        window = WINDOW if keeps_token_order(docs.docs if isinstance(docs, Corpus) else docs) else None
+        return npmi_coherence(self.top_words(top), words, window)
 
     def top_words(self, n: int = 10, topics: str = "listed") -> list[list[str]]:
         """The ``n`` most probable words of each topic, largest topic first: the topics listed

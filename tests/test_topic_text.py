@@ -111,6 +111,7 @@ def test_listed_topics_top_words_coherence_and_new_documents_proportions():
     assert len(est.top_words(5)) == est.n_topics_ and len(est.top_words(5, topics="all")) == est.n_clusters_
     docs = [tokenize(text) for text in texts]
     np.testing.assert_allclose(est.coherence_, npmi_coherence(est.top_words(10), docs))
+    np.testing.assert_allclose(est.coherence(texts[:12]), npmi_coherence(est.top_words(10), docs[:12]))  # a reference
     theta = est.transform(["plum fig pear apple plum", "tram bus car", "nothing known here"])
     assert theta.shape == (3, est.n_clusters_) and np.allclose(theta.sum(1), 1)
     fruit = [k for k, words in enumerate(est.top_words(4, "all")) if set(words) == set(THEMES[0])][0]
