@@ -300,7 +300,9 @@ def cmd_fit(args, extra) -> None:
     if args.labels_out:
         np.savetxt(args.labels_out, record["_labels"], fmt="%d")
     if args.plot:
-        record["_estimator"].plot_prevalence(args.plot)
+        from bnpzoo.plots import close
+
+        close(record["_estimator"].plot_prevalence(args.plot))
     if args.json:
         print(_json_line(_public(record)))
     elif MODELS[args.model].grouped:

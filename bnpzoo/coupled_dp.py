@@ -546,7 +546,9 @@ class CoupledDP(Estimator):
         """A heatmap of each group's share of its tokens on each listed topic (``group_counts_`` in
         the kept state, over all of the group's tokens: a row sums to 1 less its share on the tail
         of small topics), groups in their sorted order (years read top to bottom), each topic
-        labelled by its ``words`` top words. Saved to ``path`` when given; returns the figure."""
+        labelled by its ``words`` top words. Saved to ``path`` when given; returns the figure (drawn
+        through pyplot where the session has loaded it, so that a notebook shows it, else outside it:
+        ``bnpzoo.plots.new_figure``)."""
         from bnpzoo.plots import prevalence_figure
 
         self.top_words(0)  # fitted, on words

@@ -1,13 +1,21 @@
 """Figures: the comparison panel written by ``bnpzoo compare``, and a topic model's prevalence by group."""
 
+import sys
+
 import matplotlib
 import matplotlib.ticker
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
+import numpy as np
+from matplotlib.figure import Figure
 
 MIN_WEIGHT = 1e-4  # weights below it (scikit-learn's BGM keeps every component) are left out
+
+
+def new_figure(figsize):
+    """A figure through pyplot where the caller's session has loaded it (a notebook then shows it
+    inline), else one outside pyplot (a script, the CLI): no backend is chosen or switched for the
+    caller, and nothing is left open."""
+    pyplot = sys.modules.get("matplotlib.pyplot")
+    return pyplot.figure(figsize=figsize) if pyplot is not None else Figure(figsize=figsize)
 
 
 def comparison_figure(records: list, dataset, path):
@@ -21,12 +29,13 @@ def comparison_figure(records: list, dataset, path):
     names = [f"{r['model']} / {r['inference']}" for r in records]
     # tab10's ten colours, then five dark ones of tab20b, each block with its own marker: no two
     # series look alike (compare runs 13)
-    palette = list(plt.cm.tab10.colors) + [plt.cm.tab20b.colors[i] for i in (0, 4, 8, 12, 16)]
+    palette = list(matplotlib.colormaps["tab10"].colors) + [matplotlib.colormaps["tab20b"].colors[i]
+                                                              for i in (0, 4, 8, 12, 16)]
     colours = [palette[i % len(palette)] for i in range(len(records))]
     markers = ["o", "s", "^", "D"]
     marker = [markers[(i // 10 + i // len(palette)) % len(markers)] for i in range(len(records))]
-    fig, axes = plt.subplots(1, 3, figsize=(16, 0.35 * len(records) + 3.2),
-                             gridspec_kw={"width_ratios": [1.2, 1, 1]})
+    fig = new_figure((16, 0.35 * len(records) + 3.2))
+    axes = fig.subplots(1, 3, gridspec_kw={"width_ratios": [1.2, 1, 1]})
     settled = []  # the later half of every trace sets the panel's range (early values can be far below)
     for name, r, colour, m in zip(names, records, colours, marker):
         est = r["_estimator"]
@@ -63,8 +72,15 @@ def comparison_figure(records: list, dataset, path):
     fig.suptitle(f"bnpzoo compare: {dataset.name} (n={dataset.X.shape[0]}, d={dataset.X.shape[1]})")
     fig.tight_layout()
     fig.savefig(path, dpi=110, bbox_inches="tight")
-    plt.close(fig)
+    close(fig)
     return fig
+
+
+def close(fig) -> None:
+    """Close ``fig`` where pyplot holds it (``new_figure``); nothing to do for one outside pyplot."""
+    pyplot = sys.modules.get("matplotlib.pyplot")
+    if pyplot is not None:
+        pyplot.close(fig)
 
 
 def prevalence_figure(shares, topic_labels: list[str], group_values: list, *, path=None, ax=None):
@@ -72,12 +88,10 @@ def prevalence_figure(shares, topic_labels: list[str], group_values: list, *, pa
     group labelled by its value, a column per topic labelled by ``topic_labels`` (top words), each
     cell of at least 0.5 % with its share in percent where there is room. Drawn on ``ax`` (a new figure
     otherwise), saved to ``path`` when given; returns the figure."""
-    from matplotlib.figure import Figure
-
     shares = np.asarray(shares, dtype=float)
     groups, topics = shares.shape
-    if ax is None:  # outside pyplot: nothing left open in the caller's session
-        ax = Figure(figsize=(min(max(6.0, 2.0 + 0.55 * topics), 30), min(2.0 + 0.35 * groups, 30))).subplots()
+    if ax is None:
+        ax = new_figure((min(max(6.0, 2.0 + 0.55 * topics), 30), min(2.0 + 0.35 * groups, 30))).subplots()
     image = ax.imshow(shares, aspect="auto", cmap="viridis", vmin=0)
     ax.set_xticks(np.arange(topics), [f"{k}: {label}" for k, label in enumerate(topic_labels)], rotation=60,
                   ha="right", fontsize=8)

@@ -13,6 +13,7 @@ from bnpzoo import CoupledDP
 from bnpzoo.cli import main
 from bnpzoo.coherence import npmi_coherence, window_counts
 from bnpzoo.corpus import to_documents, tokenize
+from bnpzoo.plots import close
 
 THEMES = [["apple", "pear", "plum", "fig"], ["car", "bus", "train", "tram"], ["red", "blue", "green", "pink"]]
 
@@ -151,6 +152,7 @@ def test_the_prevalence_figure_shows_each_group_s_topics(tmp_path):
     # each group's largest topic is its own theme
     for t in range(3):
         assert set(est.top_words(4)[int(np.argmax(shares[t]))]) == set(THEMES[t])
+    close(fig)
 
 
 def _brute_force_windows(texts, words, window_size):

@@ -28,6 +28,7 @@
 import importlib
 import inspect
 
+import matplotlib.pyplot as plt  # noqa: F401  # loaded: bnpzoo's figures go through it, and show inline
 import numpy as np
 
 from bnpzoo import CoupledDP
@@ -103,9 +104,7 @@ print(f"mean NPMI {np.mean(est.coherence_):.3f}")
 
 # %%
 fig = est.plot_prevalence()
-ax = fig.axes[0]
-ax.set_yticks(range(len(SUBPACKAGES)), [f"scipy.{name}" for name in SUBPACKAGES])
-fig
+fig.axes[0].set_yticks(range(len(SUBPACKAGES)), [f"scipy.{name}" for name in SUBPACKAGES]);
 
 # %% [markdown]
 # ## New documents
