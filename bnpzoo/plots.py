@@ -12,8 +12,8 @@ MIN_WEIGHT = 1e-4  # weights below it (scikit-learn's BGM keeps every component)
 
 def new_figure(figsize):
     """A figure through pyplot where the caller's session has loaded it (a notebook then shows it
-    inline), else one outside pyplot (a script, the CLI): no backend is chosen or switched for the
-    caller, and nothing is left open."""
+    inline; ``close`` lets it go), else one outside pyplot (a script, the CLI), which chooses no
+    backend for the caller and leaves nothing open."""
     pyplot = sys.modules.get("matplotlib.pyplot")
     return pyplot.figure(figsize=figsize) if pyplot is not None else Figure(figsize=figsize)
 
