@@ -61,16 +61,13 @@ def threads_for(work: float) -> int | None:
 
 
 @contextlib.contextmanager
-def torch_threads(threads: int):
-    """Run the block with ``threads`` torch threads, then restore the setting; a no-op where
-    ``BNPZOO_THREADS`` is set."""
+def torch_threads(threads: int | None):
+    """Run the block with ``threads`` torch threads (None: as they are), then restore the setting."""
     import torch
 
-    if os.environ.get("BNPZOO_THREADS", "auto").strip().lower() != "auto":
-        yield
-        return
     previous = torch.get_num_threads()
-    torch.set_num_threads(threads)
+    if threads is not None:
+        torch.set_num_threads(threads)
     try:
         yield
     finally:
@@ -78,8 +75,10 @@ def torch_threads(threads: int):
 
 
 def small_work():
-    """One torch thread for the block (the module docstring), then the setting before it."""
-    return torch_threads(1)
+    """One torch thread for the block (the module docstring), then the setting before it; where
+    ``BNPZOO_THREADS`` is set, its setting throughout."""
+    auto = os.environ.get("BNPZOO_THREADS", "auto").strip().lower() == "auto"
+    return torch_threads(1 if auto else None)
 
 
 def fit_threads(method):
@@ -91,13 +90,7 @@ def fit_threads(method):
     def fit(self, X, *args, **kwargs):
         import torch
 
-        with FIT_TURN:
-            threads, previous = threads_for(self._step_work(X)), torch.get_num_threads()
-            if threads is not None:
-                torch.set_num_threads(threads)
-            try:
-                return method(self, X, *args, **kwargs)
-            finally:
-                torch.set_num_threads(previous)
+        with FIT_TURN, torch_threads(threads_for(self._step_work(X))):
+            return method(self, X, *args, **kwargs)
 
     return fit

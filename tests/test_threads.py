@@ -67,7 +67,7 @@ def test_births_merges_and_the_start_run_on_one_thread_and_the_passes_on_the_fit
         return wrapped
 
     monkeypatch.setattr(mixture, "kmeans", spy("start", mixture.kmeans))
-    for name, attribute in (("births", "propose_births"), ("merges", "propose_merges"), ("passes", "expectation")):
+    for name, attribute in (("births", "propose_births"), ("merges", "_memoized_merges"), ("passes", "expectation")):
         monkeypatch.setattr(vmm, attribute, spy(name, getattr(vmm, attribute)))
     before = torch.get_num_threads()
     torch.set_num_threads(2)

@@ -97,7 +97,7 @@ from bnpzoo.inference.stick_mixture.mean_factors import means_kl
 from bnpzoo.inference.stick_mixture.sticks import reorder_and_prune, stick_log_prior, update_sticks
 from bnpzoo.mapped import passes
 from bnpzoo.ops import generalized_gaussian_log_density, stick_breaking_log_weights
-from bnpzoo.threads import small_work, torch_threads
+from bnpzoo.threads import small_work
 
 
 @dataclass
@@ -567,13 +567,10 @@ def _phase(x, assignments, fit, bar, *, family, prior, sticks_prior, n_clusters,
 
     cluster_terms, stick_terms = memoized_terms(family, prior, sticks_prior, n_clusters)
 
-    threads = torch.get_num_threads()  # the fit's: refinements are passes, called from the merges' small work
-
     def refine(assignments, target):  # steps 1-4 from a proposal until its objective passes ``target``
         previous = -float("inf")
         for _ in range(REFINE):
-            with torch_threads(threads):
-                _, new, objective = maximise(assignments.select(reorganise(assignments)))
+            _, new, objective = maximise(assignments.select(reorganise(assignments)))
             if objective > target:
                 return new
             if objective - previous <= tol * abs(objective):  # settled below the target
@@ -628,9 +625,8 @@ def _phase(x, assignments, fit, bar, *, family, prior, sticks_prior, n_clusters,
                 assignments, converged = born, False
         if merges:  # memoized merges at every iteration (no pass); those that need one once settled
             began = time.perf_counter()
-            with small_work():  # the refinements' passes take the fit's threads again (``refine``)
-                merged = propose_merges(assignments, cluster_terms, stick_terms, lambda a: refine(a, value),
-                                        value, tries=3 if converged else 0)
+            merged = propose_merges(assignments, cluster_terms, stick_terms, lambda a: refine(a, value), value,
+                                    tries=3 if converged else 0)
             seconds["merges"] = time.perf_counter() - began
             if merged:
                 births_due = births_due or live(merged) != live(assignments)
@@ -669,6 +665,21 @@ def propose_merges(assignments, cluster_terms, stick_terms, refine, value, tries
     pairs = assignments.pairs
     if pairs is None or not len(pairs):
         return None
+    with small_work():  # O(K) scores on one thread (bnpzoo.threads); the refinements are passes, on the fit's
+        gains, chosen = _memoized_merges(assignments, cluster_terms, stick_terms)
+    if chosen:
+        return assignments.merge(chosen)
+    for _, p in gains[:tries]:
+        refined = refine(assignments.merge([p]))
+        if refined is not None:
+            return refined
+    return None
+
+
+def _memoized_merges(assignments, cluster_terms, stick_terms):
+    """``propose_merges``' scores: (every candidate's objective merged alone with its index, best
+    first; the candidates chosen together, each raising the objective further)."""
+    pairs = assignments.pairs
     counts = assignments.counts
     terms = cluster_terms(assignments.stats, assignments.entropy)
     j, k = pairs.T
@@ -708,10 +719,4 @@ def propose_merges(assignments, cluster_terms, stick_terms, refine, value, tries
         if trial > best:
             chosen, best = chosen + [p], trial
             used.update((a, b))
-    if chosen:
-        return assignments.merge(chosen)
-    for _, p in gains[:tries]:
-        refined = refine(assignments.merge([p]))
-        if refined is not None:
-            return refined
-    return None
+    return gains, chosen
