@@ -510,12 +510,9 @@ class CoupledDP(Estimator):
         base = np.asarray(self.weights_, dtype=np.float64)[None]
         if groups is not None:
             base = np.asarray(self.group_weights_, dtype=np.float64)[self._group_index(groups, len(words), "document")]
-        index = {word: i for i, word in enumerate(self.vocabulary_)}
-        ids = [[index[token] for token in doc if token in index] for doc in words]
-        doc_ids = np.repeat(np.arange(len(ids)), [len(i) for i in ids])
-        word_ids = np.fromiter((i for doc in ids for i in doc), np.int64, len(doc_ids))
+        doc_ids, word_ids = Corpus("new", words).token_arrays(self.vocabulary_)
         concentration = self.doc_concentration_ or 1.0
-        return fold_in(np.asarray(self.topic_word_, dtype=np.float64), doc_ids, word_ids, len(ids),
+        return fold_in(np.asarray(self.topic_word_, dtype=np.float64), doc_ids, word_ids, len(words),
                        smoothing=concentration * base / base.sum(1, keepdims=True), start=base)
 
     def coherence(self, docs, vocabulary=None, top: int = TOP_WORDS) -> np.ndarray:
