@@ -44,11 +44,12 @@ def real_tables():
         yield name, frame[columns].to_numpy(float), y
 
 
-def random_covariance_clusters(seed, d, k=6):
-    """k clusters of 100 to 600 rows, each x = mu + A e with A a random d x d matrix times a
-    spread from 0.3 to 3 (spreads differ about tenfold), means N(0, 8^2)."""
+def random_covariance_clusters(seed, d, k=6, n=None):
+    """k clusters of 100 to 600 rows (or ``n`` rows in all, each cluster's share drawn alike), each
+    x = mu + A e with A a random d x d matrix times a spread from 0.3 to 3 (spreads differ about
+    tenfold), means N(0, 8^2)."""
     rng = np.random.default_rng(seed)
-    sizes = rng.integers(100, 600, k)
+    sizes = rng.integers(100, 600, k) if n is None else rng.multinomial(n, np.full(k, 1 / k))
     parts = [rng.normal(0, 8, d) + rng.normal(size=(n, d)) @ (rng.normal(size=(d, d)) * rng.uniform(0.3, 3))
              for n in sizes]
     return np.concatenate(parts), np.repeat(np.arange(k), sizes)

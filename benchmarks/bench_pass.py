@@ -50,15 +50,13 @@ def gaussians(n, d=32, k=20, seed=0):
 
 
 def separated(n, d=32, k=20, seed=0):
-    """(X float32 (n, d), labels): ``--generator separated``, k clusters of equal expected size, each
-    x = mu + A e with A a random d x d matrix times a spread from 0.3 to 3, means N(0, 8^2): far apart,
-    so that BGM converges in a few iterations."""
-    rng = np.random.default_rng(seed)
-    sizes = rng.multinomial(n, np.full(k, 1 / k))
-    x = np.concatenate([rng.normal(0, 8, d) + rng.normal(size=(size, d)) @ (rng.normal(size=(d, d))
-                                                                            * rng.uniform(0.3, 3))
-                        for size in sizes]).astype(np.float32)
-    return x, np.repeat(np.arange(k), sizes)
+    """(X float32 (n, d), labels): ``--generator separated``, bench_families' random-covariance
+    clusters (each x = mu + A e, A a random d x d matrix times a spread from 0.3 to 3, means
+    N(0, 8^2)), k of equal expected size: far apart, so that BGM converges in a few iterations."""
+    from bench_families import random_covariance_clusters
+
+    x, labels = random_covariance_clusters(seed, d, k, n)
+    return x.astype(np.float32), labels
 
 
 GENERATORS = {"gaussians": gaussians, "separated": separated}
