@@ -19,19 +19,22 @@ THEMES = [["apple", "pear", "plum", "fig"], ["car", "bus", "train", "tram"], ["r
 
 
 def _texts(seed=0, per_group=12):
-    """Three groups of short texts; group t writes mostly from theme t, a few words from the next."""
+    """Three groups of short texts, each text on one theme: group t's on theme t, a quarter of them
+    on the next theme."""
     rng = np.random.default_rng(seed)
     texts, groups = [], []
     for t in range(3):
         for _ in range(per_group):
-            words = list(rng.choice(THEMES[t], 10)) + list(rng.choice(THEMES[(t + 1) % 3], 2))
-            texts.append("The " + " ".join(words) + ", and a 7.")
+            theme = THEMES[(t + (rng.random() < 0.25)) % 3]
+            texts.append("The " + " ".join(rng.choice(theme, 12)) + ", and a 7.")
             groups.append(t)
     return texts, np.array(groups)
 
 
-def _fit(X, groups, **kwargs):
-    return CoupledDP(truncation=6, beta=0.1, max_iter=30, warmup=30, random_state=0).fit(X, groups, **kwargs)
+def _fit(X, groups, random_state=0, **kwargs):
+    """Stop words out ("the", "and" are in every text), sweeps enough for the themes on every seed."""
+    return CoupledDP(truncation=6, beta=0.1, max_iter=60, warmup=60, stop_words="english",
+                     random_state=random_state).fit(X, groups, **kwargs)
 
 
 def test_every_form_of_a_corpus_is_the_same_documents():
@@ -81,7 +84,7 @@ def test_a_count_matrix_bags_of_words_and_texts_fit_as_documents():
     texts, groups = _texts()
     from sklearn.feature_extraction.text import CountVectorizer
 
-    vectorizer = CountVectorizer()
+    vectorizer = CountVectorizer(stop_words="english")  # as the fits drop them
     counts = vectorizer.fit_transform(texts)
     vocabulary = vectorizer.get_feature_names_out()
     from_matrix = _fit(counts, groups, vocabulary=vocabulary)
@@ -99,9 +102,10 @@ def test_a_count_matrix_bags_of_words_and_texts_fit_as_documents():
     # perplexity takes every form too (completion splits each document's tokens in their order: a count
     # row gives them in word order)
     column = {word: j for j, word in enumerate(vocabulary)}
-    in_word_order = [sorted(tokenize(text), key=column.get) for text in texts[:6]]
+    tokens = to_documents(texts[:6], stop_words="english")
+    in_word_order = [sorted(doc, key=column.get) for doc in tokens]
     assert from_matrix.perplexity(counts[:6], vocabulary) == from_matrix.perplexity(in_word_order)
-    assert from_matrix.perplexity(texts[:6]) == from_matrix.perplexity([tokenize(text) for text in texts[:6]])
+    assert from_matrix.perplexity(texts[:6]) == from_matrix.perplexity(tokens)
 
 
 def test_listed_topics_top_words_coherence_and_new_documents_proportions():
@@ -110,13 +114,14 @@ def test_listed_topics_top_words_coherence_and_new_documents_proportions():
     shares = np.asarray(est.weights_)
     assert est.n_topics_ == int((shares >= 0.01).sum()) >= 3
     assert len(est.top_words(5)) == est.n_topics_ and len(est.top_words(5, topics="all")) == est.n_clusters_
-    docs = [tokenize(text) for text in texts]
+    docs = to_documents(texts, stop_words="english")
     np.testing.assert_allclose(est.coherence_, npmi_coherence(est.top_words(10), docs))
     np.testing.assert_allclose(est.coherence(texts[:12]), npmi_coherence(est.top_words(10), docs[:12]))  # a reference
     theta = est.transform(["plum fig pear apple plum", "tram bus car", "nothing known here"])
     assert theta.shape == (3, est.n_clusters_) and np.allclose(theta.sum(1), 1)
-    fruit = [k for k, words in enumerate(est.top_words(4, "all")) if set(words) == set(THEMES[0])][0]
-    assert theta[0].argmax() == fruit and theta[0, fruit] > 0.6 and theta[1].argmax() != fruit
+    # a theme may have copies (atoms of different latent DPs): the fruit text's share on the fruit topics
+    fruit = [k for k, words in enumerate(est.top_words(4, "all")) if set(words) == set(THEMES[0])]
+    assert theta[0, fruit].sum() > 0.8 and theta[1].argmax() not in fruit
     np.testing.assert_allclose(theta[2], est.weights_)  # no known word: the corpus's mixture itself
     in_group = est.transform(["nothing known here"], groups=[1])  # the group's mixture
     np.testing.assert_allclose(in_group[0], est.group_weights_[1])
