@@ -20,6 +20,7 @@ diverge, and rank 0's parameters are the fit.
 one-process learners run the same code with no collective.
 """
 
+import atexit
 import os
 
 import torch
@@ -52,8 +53,12 @@ def world_group(device=None):
 _OWN_GROUP = [False]  # whether ``world_group`` initialised the default group
 
 
+@atexit.register
 def close_own_group() -> None:
-    """Destroy the default process group if ``world_group`` made it (the caller's stays open)."""
+    """Destroy the default process group if ``world_group`` made it (the caller's stays open). Also
+    at exit, while the interpreter is whole: a script that fits with ``bnpzoo.rank_rows`` under
+    torchrun never sees the group, and torch asks that every group be destroyed before the process
+    ends (its gloo and nccl backends may abort or warn in their destructors otherwise)."""
     if _OWN_GROUP[0] and dist.is_initialized():
         dist.destroy_process_group()
     _OWN_GROUP[0] = False

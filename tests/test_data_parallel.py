@@ -58,12 +58,14 @@ def launch(data, tables, tmp_path) -> list:
     """Run the worker in RANKS processes, as torchrun would; their outputs."""
     env = dict(os.environ, WORLD_SIZE=str(RANKS), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()))
     outs = [tmp_path / f"rank-{r}.pt" for r in range(RANKS)]
-    procs = [subprocess.Popen([sys.executable, str(WORKER), str(data), str(tables), str(out)],
+    # faulthandler: a rank that aborts in torch's C++ shows where each of its threads was
+    procs = [subprocess.Popen([sys.executable, "-X", "faulthandler", str(WORKER), str(data), str(tables), str(out)],
                               env=dict(env, RANK=str(r), LOCAL_RANK=str(r)), stderr=subprocess.PIPE, text=True)
              for r, out in enumerate(outs)]
     errors = [p.communicate(timeout=600)[1] for p in procs]
-    for p, err in zip(procs, errors):
-        assert p.returncode == 0, err[-3000:]
+    failed = [f"rank {r}: exit {p.returncode}, its fit {'saved' if out.exists() else 'not saved'}\n{err[-3000:]}"
+              for r, (p, err, out) in enumerate(zip(procs, errors, outs)) if p.returncode != 0]
+    assert not failed, "\n".join(failed)
     return [torch.load(out) for out in outs]
 
 
@@ -103,6 +105,21 @@ def test_torchrun_fits_data_parallel_and_rank_0_reports_on_every_row(tmp_path):
     record = json.loads(line)
     assert (record["processes"], record["n"], record["k_used"]) == (2, len(x), 6)
     assert record["nmi"] >= 0.99
+
+
+def test_a_group_bnpzoo_started_is_destroyed_at_exit(tmp_path):
+    """A script under torchrun that fits ``rank_rows`` never sees the group bnpzoo started: it is
+    destroyed at exit, before the interpreter's teardown (an exit handler registered before bnpzoo's
+    runs after it)."""
+    script = ("import atexit, numpy as np, torch.distributed as dist\n"
+              "atexit.register(lambda: print('left open' if dist.is_initialized() else 'destroyed'))\n"
+              "import bnpzoo\n"
+              "bnpzoo.rank_rows(np.zeros((4, 2)))\n"
+              "assert dist.is_initialized()\n")
+    env = dict(os.environ, RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1",
+               MASTER_PORT=str(free_port()))
+    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
+    assert (out.returncode, out.stdout.strip()) == (0, "destroyed"), out.stderr[-3000:]
 
 
 @pytest.fixture
