@@ -218,6 +218,15 @@ def test_one_gaussian_cloud_is_one_cluster(n, d, random_state):
     assert DPGMM(random_state=random_state).fit(x).n_clusters_ == 1
 
 
+@pytest.mark.parametrize("n", [400, 5000])  # the fixed scale (too few rows for a covariance) and "diag"
+def test_a_high_dimensional_cloud_of_unequal_spreads_is_one_cluster(n, random_state):
+    """One axis-aligned 40-D Gaussian cloud, spreads 0.5 to 2: the default ended in 1 to 7 clusters
+    at 400 rows and 2 to 6 at 5,000, by random_state, before the collapse move (``vmm.propose_whole``)."""
+    rng = np.random.default_rng(n)
+    x = rng.normal(size=(n, 40)) * rng.uniform(0.5, 2.0, 40)
+    assert DPGMM(random_state=random_state).fit(x).n_clusters_ == 1
+
+
 def test_blobs_of_very_different_spreads(random_state):
     rng = np.random.default_rng(1)
     z = np.repeat([0, 1], 300)

@@ -63,6 +63,10 @@ objective is then the memoized bound, from the statistics alone (the family's ``
 what its ``expected_data_term`` leaves out), the same number as a pass's. A move that changes the
 clusters drops the record; the next pass makes it again with one q throughout.
 
+The collapse move (with births, the last phase only; ``propose_whole``): once the assignments stand
+still, every row in one cluster, kept where that raises the memoized bound (exact for one cluster).
+A K-means start cuts a cloud with no structure into cells that no merge of two joins.
+
 Split moves, or births (``split_moves=True``, the last phase only). The steps above move one sample
 at a time and only ever empty clusters: a cost or a gain that belongs to a whole cluster (its
 stick's prior, the Occam term) never decides anything, and no cluster is ever opened. Once the
@@ -213,6 +217,15 @@ class Assignments:
         rest[k] = False
         origin = torch.arange(self.counts.numel(), device=j.device).index_fill_(0, j, -1)
         return Assignments(stats, labels, overlap, entropy, origin=origin).select(rest.nonzero()[:, 0])
+
+    def whole(self) -> "Assignments":
+        """Every row in one cluster (``propose_whole``): the statistics and overlaps summed, the
+        entropy 0 (each row's responsibility 1), a row in no cluster still in none."""
+        labels = None if self.labels is None else torch.where(self.labels >= 0, 0, -1)
+        overlap = None if self.overlap is None else self.overlap.sum().reshape(1, 1)
+        entropy = None if self.entropy is None else self.entropy.new_zeros(1)
+        return Assignments({name: value.sum(0, keepdim=True) for name, value in self.stats.items()}, labels,
+                           overlap, entropy, origin=torch.full((1,), -1, device=self.counts.device))
 
     def merge_candidates(self, floor: float = 1e-6) -> torch.Tensor:
         """Pairs of clusters (P, 2) by their responsibilities' correlation r_jk^2 / (r_jj r_kk), the
@@ -514,8 +527,8 @@ def fit_vmm(
     hard objective's relative change did not: on 1,000,000 x 64 a change of 4.4e-6 stopped the
     pruning phase after 2 iterations with 100 clusters left of 50 (NMI 0.931), where moving
     assignments run on to the 50. ``guard=False`` reorganises unconditionally, as [PYPM-sVMM] V.D
-    does (for comparison); ``split_moves`` proposes splits in the last phase
-    (the module docstring). Every pass over the data runs in blocks of rows (``expectation``).
+    does (for comparison); ``split_moves`` proposes splits and the collapse in the
+    last phase (the module docstring). Every pass over the data runs in blocks of rows (``expectation``).
     ``batch_size`` below N makes the learner memoized (``memoized_expectation``): the pass visits
     batches of that many consecutive rows and re-estimates q after each, and the objective is the
     memoized bound of the statistics (the same number, as the family's ``rows_term`` completes it).
@@ -631,10 +644,32 @@ def _phase(x, assignments, fit, bar, *, family, prior, sticks_prior, n_clusters,
             if merged:
                 births_due = births_due or live(merged) != live(assignments)
                 assignments, converged = merged, False
+        if splits and converged:  # the collapse move, once nothing else changes the clusters
+            whole = propose_whole(assignments, (cluster_terms, stick_terms))
+            if whole is not None:
+                assignments, converged, births_due = whole, False, True
         bar.update(1)
         bar.set_postfix({"k": k, "objective": f"{value:.4g}", **{part: f"{s:.2f}s" for part, s in seconds.items()}})
         if converged:
             return assignments, True
+
+
+def propose_whole(assignments, terms):
+    """The collapse move: every row in one cluster, when that raises the memoized bound (``terms``,
+    ``memoized_terms``' two parts). Merges see only pairs, and a K-means start cuts a cloud with no
+    structure into cells of which no two gain from merging (each half of a Gaussian fits its rows
+    far better than their union does), while the cloud whole is better than all of them: one
+    axis-aligned 40-D Gaussian cloud, 5,000 rows, ended in 5 to 7 cells 38 to 61 nats below one
+    cluster; 1,500 rows on the fixed scale in 1 to 10. For one cluster the memoized bound is
+    exact (the responsibilities are all 1, their entropy 0; nothing is left to re-optimise but q
+    and the sticks, which the next iteration does), so the move needs no pass and never lowers the
+    objective (beyond float32 statistics' rounding: 0.003 of 323,213 nats once on 5,000 x 40).
+    Births may divide the cluster again, only where that raises the objective further. Returns the
+    collapsed assignments, or None."""
+    if assignments.counts.numel() < 2:
+        return None
+    whole = assignments.whole()
+    return whole if memoized_bound(terms, whole) > memoized_bound(terms, assignments) else None
 
 
 def _responsibilities(family, prior, q, point, sticks):
