@@ -4,7 +4,8 @@ from bnpzoo.threads import prefer_passive_wait
 
 prefer_passive_wait()  # before anything imports torch (``bnpzoo.threads``)
 
-from bnpzoo.coupled_dp import ConvergenceWarning, CoupledDP  # noqa: E402
+from bnpzoo.base import ConvergenceWarning  # noqa: E402
+from bnpzoo.coupled_dp import CoupledDP  # noqa: E402
 from bnpzoo.diagnostics import compare  # noqa: E402
 from bnpzoo.dp_bmm import DPBMM  # noqa: E402
 from bnpzoo.dp_gmm import DPGMM  # noqa: E402

@@ -28,6 +28,22 @@ FORMAT_VERSION = 1
 PREDICT_ROWS = 16384  # rows per block in predict_proba: the block's table stays in cache
 
 
+class ConvergenceWarning(UserWarning):
+    """A fit that stopped at ``max_iter`` before its convergence test passed, or a sampler whose
+    chains have not mixed."""
+
+
+def warn_if_unconverged(estimator, limit: int, stacklevel: int = 5) -> None:
+    """ConvergenceWarning, as scikit-learn's estimators give it, when ``estimator.converged_`` is
+    False after ``fit``, which ran ``limit`` iterations (its ``max_iter`` or the learner's default);
+    the default ``stacklevel`` points at the caller of a ``fit`` wrapped by ``fit_threads`` and
+    ``keeps_caller_state``."""
+    if not estimator.converged_:
+        warnings.warn(f"{type(estimator).__name__}(inference={estimator.inference!r}) stopped after {limit} "
+                      f"iterations (max_iter) before its convergence test passed (tol={estimator.tol:g}): the fit "
+                      f"may still move; raise max_iter to let it finish", ConvergenceWarning, stacklevel=stacklevel)
+
+
 def as_numpy(value):
     """A fitted value as the caller sees it: tensors as numpy arrays (on the CPU: the same memory,
     no copy), through dicts; anything else as it is."""

@@ -17,12 +17,14 @@ import argparse
 import json
 import sys
 import tempfile
+import warnings
 from pathlib import Path
 
 import numpy as np
 import torch
 
 from bnpzoo import data as datasets
+from bnpzoo.base import ConvergenceWarning
 from bnpzoo.corpus import Corpus, read_corpus
 from bnpzoo.coupled_dp import TOP_WORDS, TOPIC_SHARE
 from bnpzoo.inference import data_parallel
@@ -174,13 +176,19 @@ def run_one(model: str, inference: str, dataset, args, options: dict, group=None
     groups = (dataset.groups,) if MODELS[model].needs_groups else ()
     est = _estimator(model, inference, args, options, group)
     X = dataset.X if group is None else data_parallel.rank_rows(dataset.X)
-    est.fit(X, *groups)
+    with warnings.catch_warnings():  # said below in the CLI's words
+        warnings.filterwarnings("ignore", ".*stopped after", ConvergenceWarning)
+        est.fit(X, *groups)
+    if not est.converged_ and data_parallel.rank(group) == 0:
+        print(f"bnpzoo: warning: the fit stopped after --iters {est.max_iter or 'its default'} before its "
+              f"convergence test passed; raise --iters to let it finish", file=sys.stderr)
     pred = data_parallel.gather_rows(torch.as_tensor(est.predict(X, *groups)), group).numpy()
     extra = {"saliency": [round(float(s), 4) for s in est.saliency_]} if hasattr(est, "saliency_") else {}
     return {
         "model": model, "inference": inference, **_scores(dataset, pred),
         "truncation": est.truncation, "perplexity": None, "seconds": round(est.fit_seconds_, 4),
-        "iterations": est.n_iter_, "elbo": est.elbo_trace_[-1], "device": args.device or "cpu",
+        "iterations": est.n_iter_, "converged": bool(est.converged_), "elbo": est.elbo_trace_[-1],
+        "device": args.device or "cpu",
         "dtype": _fitted_dtype(est), "processes": data_parallel.size(group), **extra,
         "_estimator": est, "_labels": pred,
     }
@@ -319,16 +327,15 @@ def reference_bgm(dataset, args) -> dict | None:
     except ImportError:
         return None
     import time
-    import warnings
 
-    from sklearn.exceptions import ConvergenceWarning
+    from sklearn.exceptions import ConvergenceWarning as BGMConvergenceWarning
 
     start = time.perf_counter()
     bgm = BayesianGaussianMixture(n_components=args.truncation or 50, covariance_type="diag",
                                   weight_concentration_prior_type="dirichlet_process", max_iter=args.iters or 100,
                                   random_state=args.seed)
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConvergenceWarning)
+        warnings.simplefilter("ignore", BGMConvergenceWarning)
         pred = bgm.fit(dataset.X).predict(dataset.X)
     return {"model": "sklearn-bgm", "inference": "diag", **_scores(dataset, pred), "truncation": bgm.n_components,
             "perplexity": None, "seconds": round(time.perf_counter() - start, 4), "iterations": int(bgm.n_iter_),

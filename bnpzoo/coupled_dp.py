@@ -19,7 +19,7 @@ import pyro
 import torch
 
 from bnpzoo._validation import SEED, AnyOf, Folder, Function, Interval, OneOf, Words, check_array
-from bnpzoo.base import Estimator, FittedTensor
+from bnpzoo.base import ConvergenceWarning, Estimator, FittedTensor
 from bnpzoo.caller_state import keeps_caller_state
 from bnpzoo.coherence import WINDOW, npmi_coherence
 from bnpzoo.corpus import Corpus, keeps_token_order, to_documents
@@ -33,10 +33,6 @@ TOPIC_SHARE = 0.01  # a topic is listed (``n_topics_``, the CLI) when it holds a
 TOP_WORDS = 10  # the top words a topic's coherence is measured on (``coherence_``)
 POOL = 150  # atoms in the default pool for words (``truncation=None``)
 RHAT_LIMIT = 1.1  # above it, the chains have not mixed (``_check_mixing``)
-
-
-class ConvergenceWarning(UserWarning):
-    """A fit whose chains have not mixed: more sweeps are needed."""
 
 
 def _rank_prefix(group) -> str:
@@ -456,7 +452,7 @@ class CoupledDP(Estimator):
         needed = int(np.ceil(self.max_iter * self.thin * 100 / max(ess, 1.0)))
         warnings.warn(f"the {self.num_chains} chains have not mixed: R-hat of the log joint is {self.rhat_:.2f} "
                       f"(above {RHAT_LIMIT}) and its effective sample size {ess:.0f}; fit again with about "
-                      f"max_iter={needed} sweeps per chain (or thin)", ConvergenceWarning, stacklevel=3)
+                      f"max_iter={needed} sweeps per chain (or thin)", ConvergenceWarning, stacklevel=5)
 
     def _keep(self, problem, state, vocab):
         """The fitted point summary: the used atoms of one state, largest first."""

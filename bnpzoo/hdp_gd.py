@@ -23,7 +23,7 @@ import numpy as np
 import torch
 
 from bnpzoo._validation import SEED, Interval, OneOf
-from bnpzoo.base import Estimator, offered_if
+from bnpzoo.base import Estimator, offered_if, warn_if_unconverged
 from bnpzoo.caller_state import keeps_caller_state
 from bnpzoo.inference.conjugate import expected_log_weights
 from bnpzoo.inference.hdp_gd.learner import Schedule, fit_batch, fit_memoized, online_pass
@@ -261,6 +261,7 @@ class HDPGD(Estimator):
             self.n_iter_ = self.n_passes_ * -(-obs.x.shape[0] // schedule.batch_size)  # minibatch steps
         self.fit_seconds_ = time.perf_counter() - start
         self._finish(g, obs, order, trace, f=f)
+        warn_if_unconverged(self, self.max_iter or (SVI_STEPS if self.inference == "svi" else VI_ITERATIONS))
         return self
 
     def _fit_svi(self, obs, prior: Prior, seed: int):

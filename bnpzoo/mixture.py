@@ -30,7 +30,7 @@ import pyro
 import torch
 
 from bnpzoo._validation import SEED, Interval, OneOf, batch_features, is_stream
-from bnpzoo.base import FittedTensor, MixtureEstimator, as_numpy, offered_if
+from bnpzoo.base import FittedTensor, MixtureEstimator, as_numpy, offered_if, warn_if_unconverged
 from bnpzoo.caller_state import keeps_caller_state
 from bnpzoo.families import ComponentPrior, TracedFamily
 from bnpzoo.inference import data_parallel
@@ -215,6 +215,7 @@ class StickMixture(MixtureEstimator):
             (point, sticks, scale), trace, seconds = self._session.estimates, run.elbo_trace, run.seconds
             n_iter, converged = run.n_iter, run.converged
         self._record(x, point, sticks, scale, trace, seconds, n_iter, converged, start)
+        warn_if_unconverged(self, self.max_iter)
         return self
 
     def _why_no_partial_fit(self):

@@ -22,6 +22,14 @@ def test_fit_json_line_has_the_design_fields(capsys):
     assert 0 <= record["nmi"] <= 1 and record["k_used"] >= 1
 
 
+@pytest.mark.parametrize("iters, converged", [(["--iters", "2"], False), ([], True)], ids=["stopped", "default"])
+def test_a_fit_stopped_by_iters_says_so_in_the_cli_s_words(iters, converged, capsys):
+    assert main(["fit", "dp-gmm", "--data", "blobs:n=300,d=2,k=3", *iters, "--json"]) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out.strip().splitlines()[-1])["converged"] is converged
+    assert ("bnpzoo: warning: the fit stopped after --iters 2" in err) is not converged and "Traceback" not in err
+
+
 @pytest.mark.parametrize("offset, options, dtype", [(0.0, [], "float32"), (0.0, ["--dtype", "float64"], "float64"),
                                                     (1e5, [], "float64")], ids=["default", "asked", "widened"])
 def test_the_json_line_names_the_precision_the_fit_ran_in(offset, options, dtype, tmp_path, capsys):

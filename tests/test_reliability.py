@@ -13,7 +13,7 @@ import pytest
 import scipy.sparse
 import torch
 
-from bnpzoo import DPGMM, HDPGD, PYPGGM
+from bnpzoo import DPGMM, HDPGD, PYPGGM, ConvergenceWarning
 from bnpzoo.cli import _json_line, main
 from bnpzoo.mixture import STOCHASTIC
 
@@ -184,6 +184,23 @@ def test_steps_that_overshoot_into_a_collapsed_fit_warn(inference, rate):
     default = DPGMM(inference=inference, max_iter=200, random_state=0).fit(data.X)  # a warning here is an error
     scores = [nmi(data.labels, est.predict(data.X)) for est in (wrecked, default)]
     assert scores[0] < 0.3 < 0.6 < scores[1], scores  # what the warning is about
+
+
+@pytest.mark.parametrize("estimator, limit", [(lambda: DPGMM(max_iter=2, random_state=0), 2),
+                                             (lambda: DPGMM(inference="sga", max_iter=20, random_state=0), 20),
+                                             (lambda: HDPGD(max_iter=2, random_state=0), 2)],
+                         ids=["vmm", "sga", "hdpgd"])
+def test_a_fit_stopped_at_max_iter_says_so_where_it_was_called(estimator, limit):
+    """As scikit-learn's estimators do: a ConvergenceWarning naming the learner and the limit, at
+    the caller's line; the defaults' fits (below, and the whole suite: warnings are errors) stay silent."""
+    rng = np.random.default_rng(0)
+    x = rng.dirichlet(np.ones(4), 300)[:, :3]  # proportions, for HDPGD as well
+    groups = np.arange(300) % 3
+    fit = lambda est: est.fit(x, groups) if isinstance(est, HDPGD) else est.fit(x)  # noqa: E731
+    with pytest.warns(ConvergenceWarning, match=rf"inference='\w+'\) stopped after {limit} iterations") as caught:
+        est = fit(estimator())
+    assert not est.converged_ and caught[0].filename == __file__
+    assert fit(type(est)(random_state=0)).converged_
 
 
 @pytest.mark.parametrize("seed", [np.int64(3), np.uint32(7), 2**32 - 1])
