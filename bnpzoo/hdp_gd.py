@@ -37,7 +37,7 @@ from bnpzoo.threads import fit_threads
 
 INFERENCE = ("vi", "online-vi", "svi")
 SVI_STEPS, SVI_LEARNING_RATE = 300, 0.005  # svi's default steps and Adam's step (benchmarks/reports/hdp_gd.md)
-VI_ITERATIONS = 300  # vi's default iterations, and those of svi's start
+VI_ITERATIONS = 1500  # vi's default iterations (passes for online-vi), and those of svi's start
 LOCAL_ITERS = 5  # rounds of q(Z), q(phi) for data the fit has not seen
 
 
