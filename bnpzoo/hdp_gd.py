@@ -108,7 +108,7 @@ class HDPGD(Estimator):
         parameters of proportions.
     input : "proportions" (rows inside the simplex, or compositions summing to 1; checked) or
         "histograms" (normalised; module docstring). floor : the histograms' floor.
-    max_iter : iterations (vi; default 300), passes over the data (online-vi; default 300) or
+    max_iter : iterations (vi; default 1,500), passes over the data (online-vi; default 1,500) or
         steps (svi; default 300).
     tol : vi and online-vi stop when the bound changes by less than tol per observation between
         iterations (passes) and no saliency moves by more than 1e-3; svi when the bound changes by
