@@ -180,8 +180,9 @@ def run_one(model: str, inference: str, dataset, args, options: dict, group=None
         warnings.filterwarnings("ignore", ".*stopped after", ConvergenceWarning)
         est.fit(X, *groups)
     if not est.converged_ and data_parallel.rank(group) == 0:
-        print(f"bnpzoo: warning: the fit stopped after --iters {est.max_iter or 'its default'} before its "
-              f"convergence test passed; raise --iters to let it finish", file=sys.stderr)
+        limit = f"--iters {est.max_iter}" if est.max_iter else "its default iterations"
+        print(f"bnpzoo: warning: the fit reached {limit} before its convergence test passed; raise --iters to "
+              f"let it finish", file=sys.stderr)
     pred = data_parallel.gather_rows(torch.as_tensor(est.predict(X, *groups)), group).numpy()
     extra = {"saliency": [round(float(s), 4) for s in est.saliency_]} if hasattr(est, "saliency_") else {}
     return {

@@ -27,7 +27,7 @@ def test_a_fit_stopped_by_iters_says_so_in_the_cli_s_words(iters, converged, cap
     assert main(["fit", "dp-gmm", "--data", "blobs:n=300,d=2,k=3", *iters, "--json"]) == 0
     out, err = capsys.readouterr()
     assert json.loads(out.strip().splitlines()[-1])["converged"] is converged
-    assert ("bnpzoo: warning: the fit stopped after --iters 2" in err) is not converged and "Traceback" not in err
+    assert ("bnpzoo: warning: the fit reached --iters 2 before" in err) is not converged and "Traceback" not in err
 
 
 @pytest.mark.parametrize("offset, options, dtype", [(0.0, [], "float32"), (0.0, ["--dtype", "float64"], "float64"),
