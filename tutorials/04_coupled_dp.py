@@ -60,7 +60,8 @@ plt.tight_layout()
 # class (562k tokens, 517 (class, pixel) cells), so `label_step="blocked"` draws each cell's
 # labels as one multinomial instead of token by token; the document level, the default for token
 # lists, draws token by token, so here it is off (`est.documents_`). The benchmark runs 4 chains of 102,000
-# sweeps (see `benchmarks/reports/coupled_rhat.md`); these two are far too short to converge.
+# sweeps (see `benchmarks/reports/coupled_rhat.md`); these two are far too short to converge, and
+# the fit says so (a `ConvergenceWarning` with the sweeps it would need).
 
 # %%
 est = CoupledDP(config="scenes", truncation=6, label_step="blocked", max_iter=100, warmup=100, num_chains=2,
