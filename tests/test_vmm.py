@@ -121,8 +121,9 @@ def test_split_moves_open_clusters_and_keep_the_objective_monotone():
 def test_the_collapse_move_leaves_a_cloud_with_no_structure_whole(covariance, hard, batch_size, random_state):
     """One axis-aligned 40-D Gaussian cloud (400 rows, spreads 0.5 to 2) from a K-means start of 30:
     without moves the fit mostly ends in several cells (the fixed scale in 9 to 17, the diagonal
-    family in 3 to 8, on four draws), no two of which gain from a merge; the collapse move puts every row in
-    one cluster, where the bound is higher, and the objective never drops (batch and memoized)."""
+    family in 3 to 8, on four draws), no two of which gain from a merge; the collapse move puts
+    every row in one cluster, where the bound is higher, and the objective never drops (batch and
+    memoized)."""
     rng = np.random.default_rng(random_state)
     x = rng.normal(size=(400, 40)) * rng.uniform(0.5, 2.0, 40)
     plain = _fit(x, hard, covariance, pruning_precision=None, batch_size=batch_size)

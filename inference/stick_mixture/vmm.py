@@ -527,8 +527,8 @@ def fit_vmm(
     hard objective's relative change did not: on 1,000,000 x 64 a change of 4.4e-6 stopped the
     pruning phase after 2 iterations with 100 clusters left of 50 (NMI 0.931), where moving
     assignments run on to the 50. ``guard=False`` reorganises unconditionally, as [PYPM-sVMM] V.D
-    does (for comparison); ``split_moves`` proposes splits and the collapse in the
-    last phase (the module docstring). Every pass over the data runs in blocks of rows (``expectation``).
+    does (for comparison); ``split_moves`` proposes splits and the collapse in the last phase (the
+    module docstring). Every pass over the data runs in blocks of rows (``expectation``).
     ``batch_size`` below N makes the learner memoized (``memoized_expectation``): the pass visits
     batches of that many consecutive rows and re-estimates q after each, and the objective is the
     memoized bound of the statistics (the same number, as the family's ``rows_term`` completes it).
