@@ -91,43 +91,27 @@ class Scale:
             not isinstance(value, bool)
 
 
-class Folder:
-    """A folder's path (a string or ``os.PathLike``), or None."""
+class Satisfies:
+    """A value that ``test`` accepts, ``description`` saying what that is (read from a command line
+    as a string)."""
 
     kind = str
-    optional = True
+
+    def __init__(self, description: str, test, *, optional: bool):
+        self.description, self.test, self.optional = description, test, optional
 
     def describe(self) -> str:
-        return "a folder's path or None"
+        return self.description
 
     def accepts(self, value) -> bool:
-        return value is None or (isinstance(value, (str, os.PathLike)) and str(value) != "")
+        return bool(self.test(value))
 
 
-class Function:
-    """A callable, or None."""
-
-    kind = str
-    optional = True
-
-    def describe(self) -> str:
-        return "a function or None"
-
-    def accepts(self, value) -> bool:
-        return value is None or callable(value)
-
-
-class Words:
-    """A list (tuple, set) of strings."""
-
-    kind = str
-    optional = False
-
-    def describe(self) -> str:
-        return "a list of words"
-
-    def accepts(self, value) -> bool:
-        return isinstance(value, (list, tuple, set, frozenset)) and all(isinstance(w, str) for w in value)
+FOLDER = Satisfies("a folder's path or None", optional=True,
+                   test=lambda value: value is None or (isinstance(value, (str, os.PathLike)) and str(value) != ""))
+FUNCTION = Satisfies("a function or None", lambda value: value is None or callable(value), optional=True)
+WORDS = Satisfies("a list of words", optional=False, test=lambda value: isinstance(value, (list, tuple, set, frozenset))
+                  and all(isinstance(word, str) for word in value))
 
 
 SEED = Interval(int, 0, 2**32 - 1, optional=True)  # random_state: any int numpy and Python's seeders take

@@ -18,7 +18,7 @@ import numpy as np
 import pyro
 import torch
 
-from bnpzoo._validation import SEED, AnyOf, Folder, Function, Interval, OneOf, Words, check_array
+from bnpzoo._validation import FOLDER, FUNCTION, SEED, WORDS, AnyOf, Interval, OneOf, check_array
 from bnpzoo.base import ConvergenceWarning, Estimator, FittedTensor
 from bnpzoo.caller_state import keeps_caller_state
 from bnpzoo.coherence import WINDOW, npmi_coherence
@@ -195,13 +195,13 @@ class CoupledDP(Estimator):
         "thin": Interval(int, 1),
         "warmup": Interval(int, 0),
         "num_chains": Interval(int, 1),
-        "checkpoint": Folder(),
+        "checkpoint": FOLDER,
         "checkpoint_every": Interval(int, 1),
         "random_state": SEED,
         "verbose": OneOf(True, False),
         "data_parallel": OneOf(False, True),
-        "tokenizer": Function(),
-        "stop_words": AnyOf(OneOf(None, "english"), Words()),
+        "tokenizer": FUNCTION,
+        "stop_words": AnyOf(OneOf(None, "english"), WORDS),
     }
     _unsaved_params = _optional_code = ("tokenizer",)  # code: ``load(path, tokenizer=...)`` takes it again
     _fit_call = "fit(X, groups)"

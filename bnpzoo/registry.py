@@ -3,7 +3,7 @@
 import inspect
 from dataclasses import dataclass
 
-from bnpzoo._validation import AnyOf, Folder, Interval, OneOf, Scale
+from bnpzoo._validation import AnyOf, Interval, OneOf, Satisfies, Scale
 from bnpzoo.coupled_dp import INFERENCE as COUPLED_DP_LEARNERS, CoupledDP
 from bnpzoo.dp_gmm import DPGMM
 from bnpzoo.hdp_gd import INFERENCE as HDP_GD_LEARNERS, HDPGD
@@ -42,7 +42,7 @@ class Entry:
                               help="on or off (default: the estimator chooses from the data)")
             elif isinstance(constraint, OneOf):  # None: the estimator's default, what leaving the flag out gives
                 kwargs["choices"] = [option for option in constraint.options if option is not None]
-            elif isinstance(constraint, (Interval, Scale, Folder, AnyOf)):
+            elif isinstance(constraint, (Interval, Scale, Satisfies, AnyOf)):
                 kwargs["type"] = constraint.kind
             yield "--" + name.replace("_", "-"), name, kwargs
 
