@@ -473,11 +473,15 @@ class CoupledDP(Estimator):
         self.precisions_ = None if vocab is not None else state.params["precision"][used]
 
     # -- results ---------------------------------------------------------------------------
-    def _words(self, docs, vocabulary=None) -> list:
-        """``docs`` in any of fit's forms for words, as token lists (refused for a fit on vectors)."""
+    def _check_words(self, what: str) -> None:
+        """ValueError unless this model was fitted, on words (``what`` names the method)."""
         self._check_fitted()
         if self.topic_word_ is None:
-            raise ValueError("this applies to word data; this model was fitted on real vectors")
+            raise ValueError(f"{what} applies to word data; this model was fitted on real vectors")
+
+    def _words(self, docs, vocabulary=None, what: str = "this") -> list:
+        """``docs`` in any of fit's forms for words, as token lists (refused for a fit on vectors)."""
+        self._check_words(what)
         words = self._documents(docs, vocabulary)
         if words is None:
             raise ValueError("docs must be documents: token lists, texts, a sparse count matrix, gensim's bags of "
@@ -489,7 +493,7 @@ class CoupledDP(Estimator):
         ``bnpzoo.perplexity.completion_perplexity``)."""
         from bnpzoo.perplexity import completion_perplexity
 
-        return completion_perplexity(self.topic_word_, self.vocabulary_, self._words(docs, vocabulary))
+        return completion_perplexity(self.topic_word_, self.vocabulary_, self._words(docs, vocabulary, "perplexity"))
 
     def transform(self, docs, groups=None, vocabulary=None) -> np.ndarray:
         """Each document's topic proportions (documents x ``topic_word_``'s topics, rows summing to
@@ -502,7 +506,7 @@ class CoupledDP(Estimator):
         gets D itself."""
         from bnpzoo.perplexity import fold_in
 
-        words = self._words(docs, vocabulary)
+        words = self._words(docs, vocabulary, "transform")
         base = np.asarray(self.weights_, dtype=np.float64)[None]
         if groups is not None:
             base = np.asarray(self.group_weights_, dtype=np.float64)[self._group_index(groups, len(words), "document")]
@@ -516,7 +520,7 @@ class CoupledDP(Estimator):
         in any of fit's forms for words (``coherence_`` is this over the training documents): its
         ``top`` top words, windows of 10 tokens, or whole documents for a count matrix or bags of
         words, whose token order is lost."""
-        return self._coherence(self._words(docs, vocabulary), docs, top)
+        return self._coherence(self._words(docs, vocabulary, "coherence"), docs, top)
 
     def _coherence(self, words: list, docs, top: int) -> np.ndarray:
         """``coherence`` over ``words``, the token lists of ``docs`` (whose form sets the windows)."""
@@ -527,9 +531,7 @@ class CoupledDP(Estimator):
         """The ``n`` most probable words of each topic, largest topic first: the topics listed
         (``n_topics_``, those holding at least ``TOPIC_SHARE`` of the tokens) or ``topics="all"``
         (every atom that holds data, the rows of ``topic_word_``)."""
-        self._check_fitted()
-        if self.topic_word_ is None:
-            raise ValueError("top_words applies to word data; this model was fitted on real vectors")
+        self._check_words("top_words")
         if topics not in ("listed", "all"):
             raise ValueError(f"topics must be 'listed' or 'all', got {topics!r}")
         rows = np.asarray(self.topic_word_)[: self.n_topics_ if topics == "listed" else None]
@@ -544,7 +546,7 @@ class CoupledDP(Estimator):
         ``bnpzoo.plots.new_figure``)."""
         from bnpzoo.plots import prevalence_figure
 
-        self.top_words(0)  # fitted, on words
+        self._check_words("plot_prevalence")
         counts = np.asarray(self.group_counts_, dtype=np.float64)
         shares = counts[:, : self.n_topics_] / np.maximum(counts.sum(1, keepdims=True), 1)
         labels = [" ".join(top) for top in self.top_words(words)]
