@@ -138,9 +138,12 @@ def to_documents(X, vocabulary=None, tokenizer=None, stop_words=None) -> list | 
             row = int(np.searchsorted(counts.indptr, np.flatnonzero(bad)[0], side="right") - 1)
             _check_count(float(counts.data[bad][0]), f"row {row}, column {int(counts.indices[bad][0])}")
         name = _namer(vocabulary, counts.shape[1], f"a matrix of {counts.shape[1]} columns")
-        names = [name(j) for j in range(counts.shape[1])]
-        return [keep([names[j] for j, c in zip(counts.indices[a:b], counts.data[a:b]) for _ in range(int(c))])
-                for a, b in zip(counts.indptr[:-1], counts.indptr[1:])]
+        names = np.array([name(j) for j in range(counts.shape[1])], dtype=object)
+        repeats = counts.data.astype(np.int64)
+        tokens = np.repeat(names[counts.indices], repeats)  # every document's, in column order
+        rows = np.repeat(np.arange(counts.shape[0]), np.diff(counts.indptr))
+        ends = np.cumsum(np.bincount(rows, weights=repeats, minlength=counts.shape[0]).astype(np.int64))
+        return [keep(tokens[end - length:end].tolist()) for end, length in zip(ends, np.diff(ends, prepend=0))]
     if not isinstance(X, (list, tuple)) or not X:
         return None
     if all(isinstance(doc, str) for doc in X):
@@ -158,7 +161,7 @@ def to_documents(X, vocabulary=None, tokenizer=None, stop_words=None) -> list | 
         if min(ids) < 0:
             raise ValueError(f"bag-of-words ids must be non-negative, got {min(ids)}")
         name = _namer(vocabulary, max(ids) + 1, "the bag-of-words ids")
-        return [keep([name(int(i)) for i, c in doc for _ in range(_check_count(c, f"X[{d}] word id {i}"))])
+        return [keep([token for i, c in doc for token in [name(int(i))] * _check_count(c, f"X[{d}] word id {i}")])
                 for d, doc in enumerate(X)]
     if not all(isinstance(doc, (list, tuple)) for doc in X):
         return None
