@@ -206,6 +206,12 @@ def default_sigma(x: torch.Tensor, centres: torch.Tensor, labels: torch.Tensor, 
     sigma^2 is never below ``MIN_SCALE_FRACTION`` times the first term: on a start with a cluster
     per row (data no larger than the truncation) or clusters of identical rows, lambda_max(W) is
     0, and a scale of 1e-19 made every density overflow.
+
+    With fewer rows than features, lambda_max(W) is taken times N / D: N residuals span at most N
+    of the D directions, so the largest eigenvalue holds the spread of about D / N features
+    (noise of variance s^2 per feature gives lambda_max about s^2 (1 + sqrt(D / N))^2 even
+    where W has no main axis). Uncorrected, 20 rows of two clusters 318 sd apart in 2,000
+    features got sigma^2 = 323 (the noise's is 1), and the bound preferred one cluster.
     """
     if x.shape[0] > max_rows:
         rows = torch.linspace(0, x.shape[0] - 1, max_rows, device=x.device).long()
@@ -216,7 +222,7 @@ def default_sigma(x: torch.Tensor, centres: torch.Tensor, labels: torch.Tensor, 
     if total <= 0:  # every row identical: any positive scale will do
         return torch.ones((), dtype=x.dtype, device=x.device)
     residual = x - centres[labels]
-    within = _largest_eigenvalue(residual.T @ residual / x.shape[0])
+    within = _largest_eigenvalue(residual.T @ residual / x.shape[0]) * min(1.0, x.shape[0] / x.shape[1])
     spread = (cov * cov).sum() / total
     floor = MIN_SCALE_FRACTION * spread  # within is 0 when K-means gives every row its own cluster
     scale = torch.minimum(spread, torch.maximum(within_factor * within, floor))

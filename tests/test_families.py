@@ -227,6 +227,19 @@ def test_a_high_dimensional_cloud_of_unequal_spreads_is_one_cluster(n, random_st
     assert DPGMM(random_state=random_state).fit(x).n_clusters_ == 1
 
 
+@pytest.mark.parametrize("clusters", [1, 2])
+def test_twenty_rows_in_two_thousand_features(clusters, random_state):
+    """Two clusters of 10 rows about 318 noise sds apart (the fixed scale: too few rows for a covariance)
+    are two, and one cloud of 20 rows stays one. The scale's largest within-cluster eigenvalue came
+    from the noise of 2,000 features in 20 rows (``ops.default_sigma``): sigma^2 = 323 for noise of
+    variance 1, and the bound preferred one cluster on every seed."""
+    rng = np.random.default_rng(clusters)
+    z = np.repeat(np.arange(clusters), 20 // clusters)
+    x = (318 / 2000**0.5) * z[:, None] + rng.normal(size=(20, 2000)) * rng.uniform(0.5, 2.0, 2000)
+    est = DPGMM(random_state=random_state).fit(x)
+    assert est.n_clusters_ == clusters and nmi(z, est.predict(x)) == 1.0
+
+
 def test_blobs_of_very_different_spreads(random_state):
     rng = np.random.default_rng(1)
     z = np.repeat([0, 1], 300)
