@@ -227,6 +227,27 @@ def test_a_high_dimensional_cloud_of_unequal_spreads_is_one_cluster(n, random_st
     assert DPGMM(random_state=random_state).fit(x).n_clusters_ == 1
 
 
+def _two_parallel_groups(seed, gap=8.0, n=15, length=20.0):
+    """Two groups of ``n`` rows sharing one covariance ``length`` times longer than wide, ``gap``
+    widths apart across it (the shape of two cricket species' chirp rates against temperature)."""
+    rng = np.random.default_rng(seed)
+    turn = np.array([[0.5, -0.75**0.5], [0.75**0.5, 0.5]])
+    rows = [rng.normal(size=(n, 2)) * [length, 1.0] @ turn.T + turn @ [0.0, gap * k] for k in (0, 1)]
+    return np.vstack(rows), np.repeat([0, 1], n)
+
+
+@pytest.mark.parametrize("data_seed", range(10))
+def test_two_plain_groups_of_fifteen_rows_are_two_clusters(data_seed, random_state):
+    """Under the prior before (Sigma0 the data's covariance: a cluster a priori as broad as the
+    data) the default found one cluster on 14 of 50 such fits (data seeds 0-9, random_state 0-4),
+    and on R's crickets (two species, 31 rows) on every seed. With Sigma0 the data's covariance over
+    4 (``StickMixture._component_prior``) the bound ranks the two groups at least 2.4 nats above one
+    cluster on each of 200 draws."""
+    x, z = _two_parallel_groups(data_seed)
+    est = DPGMM(random_state=random_state).fit(x)
+    assert est.covariance_type_ == "full" and est.n_clusters_ == 2 and nmi(z, est.predict(x)) == 1.0
+
+
 @pytest.mark.parametrize("clusters", [1, 2])
 def test_twenty_rows_in_two_thousand_features(clusters, random_state):
     """Two clusters of 10 rows about 318 noise sds apart (the fixed scale: too few rows for a covariance)

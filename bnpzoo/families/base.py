@@ -101,10 +101,11 @@ class ConjugateFamily:
         assignment of them): 0 where it leaves out nothing."""
         return 0.0
 
-    def split_units(self, rows: torch.Tensor, prior: ComponentPrior) -> torch.Tensor:
-        """The per-feature units in which a cluster's ``rows`` are divided by a split move: their
-        own spread."""
-        return rows.std(0).clamp_min(torch.finfo(rows.dtype).tiny ** 0.5)
+    def split_views(self, rows: torch.Tensor, prior: ComponentPrior):
+        """A cluster's ``rows`` in each of the coordinates a split move divides them in, in turn (a
+        generator of linear maps of the rows, so centring commutes with them): each feature in units
+        of its own spread."""
+        yield rows / rows.std(0).clamp_min(torch.finfo(rows.dtype).tiny ** 0.5)
 
     def expected_log_density(self, x: torch.Tensor, q: dict, prior: ComponentPrior, point=None,
                              log_weights=0.0) -> torch.Tensor:

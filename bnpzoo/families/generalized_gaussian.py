@@ -58,9 +58,9 @@ class GeneralizedGaussianFamily(ConjugateFamily):
 
     covariances = variances
 
-    def split_units(self, rows: torch.Tensor, prior: ComponentPrior) -> torch.Tensor:
-        """The component scale: a split divides a cluster where the model measures distance."""
-        return prior.std
+    def split_views(self, rows: torch.Tensor, prior: ComponentPrior):
+        """In units of the component scale: a split divides a cluster where the model measures distance."""
+        yield rows / prior.std
 
     def location_information(self, std) -> torch.Tensor:
         """Fisher information of a component's location per feature, rho^2 Gamma(2 - 1/rho) /

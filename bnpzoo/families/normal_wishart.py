@@ -70,6 +70,20 @@ class NormalWishartFamily(ConjugateFamily):
                 scatter[j] = rows.T @ rows
         return {"scatter": scatter}
 
+    def split_views(self, rows: torch.Tensor, prior: ComponentPrior):
+        """Each feature in units of its own spread, then whitened by the rows' own covariance (C^-1 x,
+        C C^T their covariance). A cluster that holds two parallel elongated groups is bimodal across
+        its long axis, and 2-means cuts there only once the rows are whitened: in per-feature units
+        it cuts along the long axis, a split the bound refuses (two groups of 15 rows stayed one
+        cluster on 2 of 100 fits). Whitened alone, the cuts of a glob of many round clusters fell
+        through them (50 clusters in 10-D from a start of 2: 9 to 15)."""
+        yield from super().split_views(rows, prior)
+        centred = rows - rows.mean(0)
+        covariance = centred.T @ centred / max(rows.shape[0] - 1, 1)
+        jitter = covariance.diagonal().mean() * 1e-6 + torch.finfo(rows.dtype).tiny
+        factor = _cholesky(covariance + jitter * torch.eye(rows.shape[1], dtype=rows.dtype, device=rows.device))
+        yield torch.linalg.solve_triangular(factor, rows.T, upper=False).T
+
     def natural(self, stats: dict, prior: ComponentPrior) -> dict:
         psi0 = (prior.dof * prior.covariance).to(stats["scatter"])
         return {"kappa": prior.mean_precision + stats["count"], "weighted": stats["sum"],

@@ -493,7 +493,7 @@ class StochasticSession:
                 continue
             members = (assignments.labels == cluster).nonzero()[:, 0]
             rows = self.data[members]
-            units = (rows - rows.mean(0)) / family.split_units(rows, prior)
+            units = next(family.split_views(rows - rows.mean(0), prior))
             axes = torch.linalg.svd(units[:BIRTH_SAMPLE], full_matrices=False)[2][:SPLIT_AXES]
             divisions.append((cluster, pieces))
             for side in (units @ axes.T > 0).long().T:

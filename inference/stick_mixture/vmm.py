@@ -380,9 +380,9 @@ def division_statistics(rows, piece, cluster: int, assignments, family, prior, r
 
 def birth_candidates(x, assignments, family, prior, seed: int, responsibilities=None, clusters=None):
     """For each cluster of at least 4 members, a generator of its divisions by k-means (on at most
-    ``BIRTH_SAMPLE`` of its rows, every row then to the nearest centre), in units of its own spread
-    per feature (``family.split_units``), into each number of ``family.birth_pieces`` in turn that it
-    has 2 members a piece for: (cluster, the rows of each piece but the first, the pieces'
+    ``BIRTH_SAMPLE`` of its rows, every row then to the nearest centre), in the coordinates of its
+    own spread (each of ``family.split_views`` in turn), into each number of ``family.birth_pieces``
+    in turn that it has 2 members a piece for: (cluster, the rows of each piece but the first, the pieces'
     statistics), from the cluster's own rows alone (a generator: the caller stops at the first
     division that pays, and larger ones are never computed). With soft
     assignments the members are the rows the cluster is most responsible for,
@@ -396,22 +396,23 @@ def birth_candidates(x, assignments, family, prior, seed: int, responsibilities=
 
     def divisions(cluster, members):
         rows = x[members]
-        units = rows / family.split_units(rows, prior)
-        sample = units
-        if len(units) > BIRTH_SAMPLE:
+        sample = None  # the rows k-means runs on
+        if len(rows) > BIRTH_SAMPLE:
             draw = torch.Generator().manual_seed(seed + cluster)
-            sample = units[torch.randperm(len(units), generator=draw)[:BIRTH_SAMPLE].to(units.device)]
-        for size in family.birth_pieces:
-            if members.numel() < 2 * size:
+            sample = torch.randperm(len(rows), generator=draw)[:BIRTH_SAMPLE].to(rows.device)
+        for pieces in family.birth_pieces:
+            if members.numel() < 2 * pieces:
                 return
-            centres, piece = kmeans(sample, size, n_init=1, seed=seed + cluster)
-            piece = nearest_centres(units, centres) if sample is not units else piece
-            piece = torch.unique(piece, return_inverse=True)[1]  # pieces k-means left empty are dropped
-            size = int(piece.max()) + 1
-            if size < 2:
-                continue
-            stats = division_statistics(rows, piece, cluster, assignments, family, prior, responsibilities)
-            yield cluster, [members[piece == j] for j in range(1, size)], stats
+            for units in family.split_views(rows, prior):
+                centres, piece = kmeans(units if sample is None else units[sample], pieces, n_init=1,
+                                        seed=seed + cluster)
+                piece = piece if sample is None else nearest_centres(units, centres)
+                piece = torch.unique(piece, return_inverse=True)[1]  # pieces k-means left empty are dropped
+                size = int(piece.max()) + 1
+                if size < 2:
+                    continue
+                stats = division_statistics(rows, piece, cluster, assignments, family, prior, responsibilities)
+                yield cluster, [members[piece == j] for j in range(1, size)], stats
 
     for cluster in range(k) if clusters is None else clusters:
         members = order[bounds[cluster]:bounds[cluster + 1]]
