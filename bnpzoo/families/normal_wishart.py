@@ -78,6 +78,8 @@ class NormalWishartFamily(ConjugateFamily):
         cluster on 2 of 100 fits). Whitened alone, the cuts of a glob of many round clusters fell
         through them (50 clusters in 10-D from a start of 2: 9 to 15)."""
         yield from super().split_views(rows, prior)
+        if rows.shape[1] == 1:  # the same view
+            return
         centred = rows - rows.mean(0)
         covariance = centred.T @ centred / max(rows.shape[0] - 1, 1)
         jitter = covariance.diagonal().mean() * 1e-6 + torch.finfo(rows.dtype).tiny
