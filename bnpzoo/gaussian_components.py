@@ -29,7 +29,7 @@ class LearnedCovariance:
         NMI 0.33 and "fixed" 0.74; the five real tables of ``reports/families.md`` (4 to 9 features)
         all pass the test but glass (214 x 9), where "diag" was best. Above ``FULL_FEATURES`` features,
         "diag": on 100,000 x 64 round blobs (50 of 2,000 rows, 10 sd apart) the full covariance's
-        prior (the data's covariance, worth D = 64 samples) outweighs a cluster's own rows, and the
+        prior (then the data's covariance whole, worth D = 64 samples) outweighs a cluster's own rows, and the
         bound ranks 7 clusters above the true 50 (the stochastic learners, opening clusters by births,
         stopped at 14, NMI 0.67; vmm kept its start's 50 in 9.6 s); "diag" found the 50 with every
         learner (vmm 2.0 s). Not lower: "diag" cut one correlated 10-D cloud into 12 clusters. Between
