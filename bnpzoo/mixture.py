@@ -616,9 +616,11 @@ class MixtureSVI(StickMixture):
     """Fit your own stick-breaking mixture program with the generic SVI learners.
 
     Copy the program ``bnpzoo.models.dp_gmm`` (or ``pyp_ggm``) to a file of your own
-    (``bnpzoo new-model dp-gmm my_model.py``), edit it (another likelihood, another prior), and fit it::
+    (``bnpzoo new-model dp-gmm my_model.py``), edit it (another likelihood, another prior), and fit
+    its program, the function ``model`` in that file::
 
-        est = MixtureSVI(model=my_model, inference="svmm", truncation=30).fit(X)
+        import my_model
+        est = MixtureSVI(model=my_model.model, inference="svmm", truncation=30).fit(X)
         est.predict(X); est.means_; est.weights_; est.elbo_trace_
 
     The program must keep the contract of the zoo's mixtures: ``model(data, *, truncation,
@@ -634,7 +636,7 @@ class MixtureSVI(StickMixture):
 
     Learners: ``vi``, ``sga``, ``sga-momentum``, ``svmm``, ``svmm-mgrad``, ``svmm-grad`` (those
     that need no closed form). The other arguments are those of ``DPGMM``. ``load`` needs the
-    program again: ``MixtureSVI.load(path, model=my_model)``.
+    program again: ``MixtureSVI.load(path, model=my_model.model)``.
     """
 
     _parameter_constraints = {
