@@ -4,6 +4,10 @@ from bnpzoo.threads import prefer_passive_wait
 
 prefer_passive_wait()  # before anything imports torch (``bnpzoo.threads``)
 
+from bnpzoo.progress import quietly_import_pyro  # noqa: E402
+
+quietly_import_pyro()  # in Jupyter without ipywidgets, without tqdm's warning (``bnpzoo.progress``)
+
 from bnpzoo.base import ConvergenceWarning  # noqa: E402
 from bnpzoo.coupled_dp import CoupledDP  # noqa: E402
 from bnpzoo.diagnostics import compare  # noqa: E402

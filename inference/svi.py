@@ -35,7 +35,7 @@ import torch
 from pyro import poutine
 from pyro.infer import TraceEnum_ELBO, infer_discrete
 from pyro.infer.util import is_validation_enabled, zero_grads
-from tqdm.auto import tqdm
+from bnpzoo.progress import progress
 
 from bnpzoo.inference import data_parallel
 from bnpzoo.mapped import release
@@ -165,7 +165,7 @@ def run_svi(
     validated = is_validation_enabled()
     start, recent = time.perf_counter() if clock_start is None else clock_start, []
     shown = verbose and data_parallel.rank(data_parallel.group_of(data)) == 0  # one bar for all the ranks
-    with tqdm(total=max_iter, disable=not shown, desc="svi", unit="step") as bar:
+    with progress(total=max_iter, disable=not shown, desc="svi", unit="step") as bar:
         for step in range(max_iter):
             indices = draw() if draw is not None else minibatch_indices(data_parallel.rows_here(data), batch_size,
                                                                          data.device)

@@ -7,7 +7,7 @@ sorted by group) and return the global factors."""
 from dataclasses import dataclass
 
 import torch
-from tqdm.auto import tqdm
+from bnpzoo.progress import progress
 
 from bnpzoo.inference.hdp_gd.updates import (Globals, Observations, Prior, batch_iteration, converged, global_bound,
                                              initial_globals, memoized_visit, merge_moves, online_step, saliency_mean)
@@ -50,7 +50,7 @@ def fit_batch(obs: Observations, prior: Prior, schedule: Schedule, *, max_iter: 
     g = initial_globals(obs, schedule.truncation, schedule.group_truncation, prior, n_init=schedule.n_init, seed=seed)
     f = saliency_mean(g).expand_as(obs.x).clone()
     trace, done = [], False
-    with tqdm(total=max_iter, disable=not schedule.verbose, desc="hdp-gd vi", unit="it") as bar:
+    with progress(total=max_iter, disable=not schedule.verbose, desc="hdp-gd vi", unit="it") as bar:
         for it in range(max_iter):
             previous = saliency_mean(g)
             g, f, value = batch_iteration(obs, g, prior, f)
@@ -85,7 +85,7 @@ def fit_memoized(obs: Observations, prior: Prior, schedule: Schedule, *, max_pas
     batches = [obs.rows(order[start : start + schedule.batch_size].sort().values)
                for start in range(0, n, schedule.batch_size)]
     record, totals, trace, done = [None] * len(batches), None, [], False
-    with tqdm(total=max_passes, disable=not schedule.verbose, desc="hdp-gd online-vi", unit="pass") as bar:
+    with progress(total=max_passes, disable=not schedule.verbose, desc="hdp-gd online-vi", unit="pass") as bar:
         for passes in range(1, max_passes + 1):
             previous = saliency_mean(g)
             for b, batch in enumerate(batches):

@@ -94,7 +94,7 @@ import time
 from dataclasses import dataclass, field
 
 import torch
-from tqdm.auto import tqdm
+from bnpzoo.progress import finish, tqdm
 
 from bnpzoo.inference.kmeans import kmeans, nearest_centres
 from bnpzoo.inference.stick_mixture.mean_factors import means_kl
@@ -554,7 +554,7 @@ def fit_vmm(
                                             n_clusters=n_clusters, hard=hard, max_iter=max_iter, tol=tol,
                                             prune_threshold=prune_threshold, guard=guard, splits=splits,
                                             merges=merge_moves, batches=batches, rows_term=rows_term)
-    bar.close()
+    finish(bar)
     return fit
 
 
