@@ -27,6 +27,7 @@ from bnpzoo import data as datasets
 from bnpzoo.base import ConvergenceWarning
 from bnpzoo.corpus import Corpus, read_corpus
 from bnpzoo.coupled_dp import TOP_WORDS, TOPIC_SHARE
+from bnpzoo.docstrings import first_sentence
 from bnpzoo.inference import data_parallel
 from bnpzoo.metrics import acc, clusters_used, nmi
 from bnpzoo.models import PROGRAMS, copy_program
@@ -46,8 +47,9 @@ class Parser(argparse.ArgumentParser):
 
 def _common(parser: Parser):
     parser.add_argument("--data", required=True,
-                        help="digits, blobs[:n=..,d=..,k=..,seed=..], digits-bags, topics[:n=..,groups=..,topics=..,vocab=..,"
-                             "length=..,seed=..], or a .csv/.npy/.txt path")
+                        help="a shipped data set (digits, digits-bags, blobs, topics; options after a colon, such "
+                             "as blobs:n=5000,d=8,k=4,seed=1 or topics:n=200,groups=4,topics=10,vocab=500,length=80) "
+                             "or a file: .csv, .npy (numbers) or .txt (one document a line)")
     parser.add_argument("--labels", help="file of integer labels, one a line, aligned with the rows")
     parser.add_argument("--groups", help="file of integer groups, one a line, aligned with the documents")
     parser.add_argument("--test-data", help="held-out corpus (topic models only)")
@@ -57,10 +59,10 @@ def _common(parser: Parser):
     parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     parser.add_argument("--device", help="cpu, cuda, cuda:1, ...")
     parser.add_argument("--json", action="store_true", help="end with one JSON line of results")
-    parser.add_argument("--save", metavar="PATH", help="save the fitted model (fit only; read it with the "
-                        "estimator's load)")
-    parser.add_argument("--labels-out", metavar="PATH", help="write each row's cluster, one integer a line, "
-                        "aligned with the rows (fit only)")
+    parser.add_argument("--save", metavar="PATH", help="write the fitted model to the file PATH (fit only; read it "
+                        "with the estimator's load)")
+    parser.add_argument("--labels-out", metavar="PATH", help="write each row's cluster to the file PATH, one integer "
+                        "a line, aligned with the rows (fit only)")
     parser.add_argument("--verbose", action="store_true", help="progress bar")
 
 
@@ -69,13 +71,9 @@ def build_parser() -> Parser:
     sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
     epilog = "\n".join(f"{name} (learners: {', '.join(entry.learners)}) options: "
                         + " ".join(flag for flag, _, _ in entry.options()) for name, entry in MODELS.items())
-    fit = sub.add_parser("fit", help="fit one model with one learner", epilog=epilog,
-                         formatter_class=argparse.RawDescriptionHelpFormatter)
-    fit.add_argument("model", choices=sorted(MODELS))
-    fit.add_argument("--inference", help="learner name (default: the model's own; " +
-                     ", ".join(f"{name}: {entry.default_learner}" for name, entry in MODELS.items()) + ")")
-    _common(fit)
-    fit.add_argument("--plot", metavar="PATH", help="coupled-dp: the topics' prevalence by group, a PNG figure")
+    fit = sub.add_parser("fit", help="fit one model with one learner", formatter_class=argparse.RawDescriptionHelpFormatter,
+                         epilog=epilog + "\n\nbnpzoo fit MODEL --help describes a model's options.")
+    _fit_arguments(fit)
     compare = sub.add_parser("compare", help="every model x learner on one data set: a table and a figure")
     _common(compare)
     compare.add_argument("--out", default="results", help="folder for the figure (default: results)")
@@ -83,6 +81,31 @@ def build_parser() -> Parser:
     new.add_argument("model", choices=list(PROGRAMS))
     new.add_argument("path", help="the new file, for example my_model.py")
     return parser
+
+
+def model_parser(model: str) -> Parser:
+    """``bnpzoo fit MODEL``'s own parser, for its --help: the common flags and the model's options,
+    each described by its docstring (``MODELS[model].options``)."""
+    entry = MODELS[model]
+    parser = Parser(prog=f"bnpzoo fit {model}", description=f"Fit {entry.estimator.__name__}: "
+                    f"{first_sentence(entry.estimator.__doc__.strip())} Learners: {', '.join(entry.learners)}.")
+    _fit_arguments(parser, model)
+    options = parser.add_argument_group(f"{model} options")
+    for flag, _, kwargs in entry.options():
+        options.add_argument(flag, **kwargs)
+    return parser
+
+
+def _fit_arguments(parser: Parser, model: str | None = None) -> None:
+    """``bnpzoo fit``'s arguments; ``model``: its own parser (``model_parser``), the model given."""
+    if model is None:
+        parser.add_argument("model", choices=sorted(MODELS))
+    parser.add_argument("--inference", help="learner name (default: the model's own; " +
+                        ", ".join(f"{name}: {entry.default_learner}" for name, entry in MODELS.items()
+                                  if model in (None, name)) + ")")
+    _common(parser)
+    parser.add_argument("--plot", metavar="PATH", help="coupled-dp: draw the topics' prevalence by group to the PNG "
+                        "file PATH")
 
 
 def cmd_new_model(args, extra) -> None:
@@ -262,7 +285,7 @@ def _topics(record: dict, shown: int = 10, words: int = 8) -> str:
             lines.append(f"topic {k:2d} ({float(est.weights_[k]):5.1%}, NPMI {est.coherence_[k]:+.2f}): "
                          + " ".join(top))
         if est.n_topics_ > shown:
-            lines.append(f"... and {est.n_topics_ - shown} smaller topics (est.top_words() lists them all)")
+            lines.append(f"... and {est.n_topics_ - shown} smaller topics")
     return "\n".join(lines)
 
 
@@ -306,12 +329,15 @@ def cmd_fit(args, extra) -> None:
         return
     if args.save:
         record["_estimator"].save(args.save)
+        print(f"bnpzoo: wrote the fitted model to {args.save}", file=sys.stderr)
     if args.labels_out:
         np.savetxt(args.labels_out, record["_labels"], fmt="%d")
+        print(f"bnpzoo: wrote {len(record['_labels']):,} rows' clusters to {args.labels_out}", file=sys.stderr)
     if args.plot:
         from bnpzoo.plots import close
 
         close(record["_estimator"].plot_prevalence(args.plot))
+        print(f"bnpzoo: wrote the prevalence figure to {args.plot}", file=sys.stderr)
     if args.json:
         print(_json_line(_public(record)))
     elif MODELS[args.model].grouped:
@@ -380,6 +406,9 @@ def cmd_compare(args, extra) -> None:
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     try:
+        if argv[:1] == ["fit"] and {"-h", "--help"} & set(argv) and set(argv) & set(MODELS):
+            model_parser(next(arg for arg in argv if arg in MODELS)).print_help()
+            return 0
         args, extra = build_parser().parse_known_args(argv)
         {"fit": cmd_fit, "compare": cmd_compare, "new-model": cmd_new_model}[args.command](args, extra)
     except (ValueError, OSError, FloatingPointError) as err:

@@ -107,7 +107,8 @@ class HDPGD(Estimator):
         Gamma(1, 0.01) is an exponential prior with mean 100, vague on the scale of Beta
         parameters of proportions.
     input : "proportions" (rows inside the simplex, or compositions summing to 1; checked) or
-        "histograms" (normalised; module docstring). floor : the histograms' floor.
+        "histograms" (normalised; module docstring).
+    floor : the histograms' floor c (module docstring), a share of the row's mean bin.
     max_iter : iterations (vi; default 1,500), passes over the data (online-vi; default 1,500) or
         steps (svi; default 300).
     tol : vi and online-vi stop when the bound changes by less than tol per observation between
@@ -123,7 +124,9 @@ class HDPGD(Estimator):
         the rows, and it goes on while a merge is kept; a stream's ``partial_fit``: after about 10
         evenly spaced minibatches a pass, judged on the minibatch); a merge is kept only when the
         bound rises. Default 5 (a fit) or 1 (a stream); 0 turns merges off.
-    n_init : K-means restarts of the start. random_state, dtype, device, verbose as elsewhere.
+    n_init : K-means restarts of the start.
+    random_state, dtype, device, verbose : the seed, the precision ("float32" or "float64"), where to
+        fit, and a progress bar, as in ``DPGMM``.
 
     Fitted attributes: ``labels_`` (global atom of each training row, by the fitted q), ``saliency_``
     (E[eps_l1] per feature), ``weights_`` (E[psi_k]), ``group_weights_`` (M x K: each group's

@@ -5,6 +5,7 @@ from dataclasses import dataclass
 
 from bnpzoo._validation import AnyOf, Interval, OneOf, Satisfies, Scale
 from bnpzoo.coupled_dp import INFERENCE as COUPLED_DP_LEARNERS, CoupledDP
+from bnpzoo.docstrings import first_sentence, parameter_texts
 from bnpzoo.dp_gmm import DPGMM
 from bnpzoo.hdp_gd import INFERENCE as HDP_GD_LEARNERS, HDPGD
 from bnpzoo.mixture import INFERENCE as MIXTURE_LEARNERS
@@ -30,16 +31,21 @@ class Entry:
         return inspect.signature(self.estimator).parameters["inference"].default
 
     def options(self):
-        """(flag, parameter, argparse kwargs) for every model option of the estimator."""
+        """(flag, parameter, argparse kwargs) for every model option of the estimator, its help the
+        first sentence of the parameter's docstring entry, its range and its default."""
+        texts, defaults = parameter_texts(self.estimator), inspect.signature(self.estimator).parameters
         for name, constraint in self.estimator._parameter_constraints.items():
             if name in COMMON or name in self.estimator._renamed or name in self.estimator._unsaved_params:
                 continue  # code (a tokenizer, a Pyro program) is given in Python only
-            kwargs = {"dest": name, "default": None, "help": f"{constraint.describe()}"}
+            text = first_sentence(texts.get(name, ""))
+            default = defaults[name].default
+            kwargs = {"dest": name, "default": None,
+                      "help": f"{text} [{constraint.describe()}; default {default}]".replace("%", "%%").lstrip()}
             if isinstance(constraint, OneOf) and set(constraint.options) == {True, False}:
-                kwargs.update(action="store_const", const=True, help="on (off by default)")
+                kwargs.update(action="store_const", const=True, help=f"{text} [on; off by default]")
             elif isinstance(constraint, OneOf) and set(constraint.options) == {None, True, False}:
                 kwargs.update(type=on_or_off, nargs="?", const=True, choices=(True, False), metavar="on|off",
-                              help="on or off (default: the estimator chooses from the data)")
+                              help=f"{text} [on or off; default: the estimator chooses from the data]")
             elif isinstance(constraint, OneOf):  # None: the estimator's default, what leaving the flag out gives
                 kwargs["choices"] = [option for option in constraint.options if option is not None]
             elif isinstance(constraint, (Interval, Scale, Satisfies, AnyOf)):
