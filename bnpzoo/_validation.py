@@ -171,6 +171,11 @@ def _column(X, index: int) -> str:
     return f"column {index}" + (f" ({names[index]!r})" if names is not None and index < len(names) else "")
 
 
+class NotNumericError(ValueError, TypeError):
+    """Data that holds something other than numbers: a ValueError, as every bad input of bnpzoo's,
+    and a TypeError, as scikit-learn's estimator checks expect of an object that is no number."""
+
+
 def _as_float(arr: np.ndarray, name: str, X=None) -> np.ndarray:
     """An integer, boolean or object array as float64; a cell that is no number is named by its row
     and column (object arrays: pandas' mixed columns, lists with None or text)."""
@@ -182,9 +187,9 @@ def _as_float(arr: np.ndarray, name: str, X=None) -> np.ndarray:
                 try:
                     float(value)
                 except (TypeError, ValueError):
-                    raise type(err)(f"{name} must be a numeric array: row {row}, {_column(X, column)} holds {value!r}, "
-                                    f"which is no number ({err}); drop or encode that column") from None
-        raise type(err)(f"{name} must be a numeric array: {err}") from None
+                    raise NotNumericError(f"{name} must be a numeric array: row {row}, {_column(X, column)} holds "
+                                          f"{value!r}, which is no number ({err}); drop or encode that column") from None
+        raise NotNumericError(f"{name} must be a numeric array: {err}") from None
 
 
 def check_array(X, *, name="X", dtype=torch.float32, device=None, n_features=None, widen=False,
@@ -208,7 +213,7 @@ def check_array(X, *, name="X", dtype=torch.float32, device=None, n_features=Non
         try:
             arr = np.asarray(X)
         except (TypeError, ValueError) as err:
-            raise type(err)(f"{name} must be a numeric array: {err}") from None
+            raise NotNumericError(f"{name} must be a numeric array: {err}") from None
         if arr.dtype.kind in "cmM":
             raise ValueError(("Complex data not supported: " if arr.dtype.kind == "c" else "")
                              + f"{name} has dtype {arr.dtype}: give real numbers"

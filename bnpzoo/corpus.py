@@ -50,9 +50,55 @@ class Corpus:
 
 def as_words(docs) -> list:
     """Token lists with every token a word: 7 and "7" are the same word. A document that is not a
-    list (one string) is left for the caller to refuse."""
+    list (one string) is left for the caller to refuse; a missing token (None, NaN) is refused,
+    where ``str`` would make it the word "None"."""
+    def word(token, d, i):
+        if isinstance(token, str) or (isinstance(token, numbers.Real) and np.isfinite(token)):
+            return str(token)
+        raise ValueError(f"X[{d}][{i}] is {token!r}: a token must be a string (or a number, taken as a word); "
+                         "drop the missing tokens")
+
     return [doc if isinstance(doc, list) and all(type(token) is str for token in doc)
-            else [str(token) for token in doc] if isinstance(doc, (list, tuple)) else doc for doc in docs]
+            else [word(token, d, i) for i, token in enumerate(doc)] if isinstance(doc, (list, tuple)) else doc
+            for d, doc in enumerate(docs)]
+
+
+def as_sequence(X):
+    """X as a list where it holds documents in another container (a pandas Series, a 1-D numpy
+    array of strings or objects, a generator or another iterator); X itself otherwise. One string
+    is refused: it would be read as a corpus of one-letter documents."""
+    if isinstance(X, str):
+        shown = repr(X) if len(X) <= 30 else repr(X[:30]) + "..."
+        raise ValueError(f"X is one string ({shown}): a corpus is a sequence of documents; give [X] for one document")
+    kind = getattr(getattr(X, "dtype", None), "kind", None)
+    if kind in ("U", "S", "O") and getattr(X, "ndim", 0) == 1 and hasattr(X, "tolist"):  # numpy, pandas
+        return X.tolist()
+    if hasattr(X, "__next__"):  # a generator or another iterator: read once
+        return list(X)
+    return X
+
+
+def group_labels(groups) -> tuple[np.ndarray, np.ndarray]:
+    """(the sorted distinct labels, each entry's index among them) of one group label per document
+    or row: integers or names (strings), as a list, an array or a pandas Series; a missing label
+    (None, NaN) is refused, naming its entry."""
+    values = np.asarray(groups.tolist() if hasattr(groups, "tolist") else list(groups), dtype=object)
+    if values.ndim != 1:
+        raise ValueError(f"groups must be one label a document (or row), a 1-D sequence; got shape {values.shape}")
+    for i, value in enumerate(values):
+        if not isinstance(value, (str, numbers.Integral)) or isinstance(value, bool):
+            raise ValueError(f"groups[{i}] is {value!r}: group labels must be integers or names (strings); "
+                             "give every document (row) its group")
+    if len({isinstance(value, str) for value in values}) > 1:
+        first = next(i for i, value in enumerate(values) if isinstance(value, str) != isinstance(values[0], str))
+        raise ValueError(f"groups mixes names and integers (groups[0] is {values[0]!r}, groups[{first}] is "
+                         f"{values[first]!r}): give every label as a name or every one as an integer")
+    kept = values.astype(str if len(values) and isinstance(values[0], str) else np.int64)
+    return np.unique(kept, return_inverse=True)
+
+
+# the most tokens a corpus may hold: 8 bytes a token in every array the sampler keeps
+MAX_TOKENS = 2**31
 
 
 TOKEN_PATTERN = re.compile(r"(?u)\b\w\w+\b")  # scikit-learn's CountVectorizer's default: words of 2+ characters
@@ -130,6 +176,7 @@ def to_documents(X, vocabulary=None, tokenizer=None, stop_words=None) -> list | 
     every form. Counts that are not non-negative integers are refused, naming the entry."""
     drop = stop_word_set(stop_words)
     keep = (lambda doc: [token for token in doc if token not in drop]) if drop else (lambda doc: doc)
+    X = as_sequence(X)
     if scipy.sparse.issparse(X):
         counts = scipy.sparse.csr_matrix(X)
         counts.sum_duplicates()
@@ -140,6 +187,12 @@ def to_documents(X, vocabulary=None, tokenizer=None, stop_words=None) -> list | 
         name = _namer(vocabulary, counts.shape[1], f"a matrix of {counts.shape[1]} columns")
         names = np.array([name(j) for j in range(counts.shape[1])], dtype=object)
         repeats = counts.data.astype(np.int64)
+        if repeats.sum() > MAX_TOKENS:
+            at = int(np.argmax(repeats))
+            row = int(np.searchsorted(counts.indptr, at, side="right") - 1)
+            raise ValueError(f"X counts {int(repeats.sum()):,} tokens, more than a corpus may hold ({MAX_TOKENS:,}); "
+                             f"its largest count is {int(repeats[at]):,} (row {row}, column {int(counts.indices[at])}): "
+                             "give counts of tokens")
         tokens = np.repeat(names[counts.indices], repeats)  # every document's, in column order
         rows = np.repeat(np.arange(counts.shape[0]), np.diff(counts.indptr))
         ends = np.cumsum(np.bincount(rows, weights=repeats, minlength=counts.shape[0]).astype(np.int64))
@@ -149,10 +202,14 @@ def to_documents(X, vocabulary=None, tokenizer=None, stop_words=None) -> list | 
     if all(isinstance(doc, str) for doc in X):
         split = tokenize if tokenizer is None else tokenizer
         return [keep(list(split(doc))) for doc in X]
-    if any(isinstance(doc, str) for doc in X):
-        first = next(i for i, doc in enumerate(X) if isinstance(doc, str))
-        raise ValueError(f"X[{first}] is a string among token lists: give every document as a text or every one "
-                         "as a list of tokens")
+    texts = [isinstance(doc, str) for doc in X]
+    if any(texts):
+        if 2 * sum(texts) > len(X):  # mostly texts: name the entry that is not one
+            odd = texts.index(False)
+            raise ValueError(f"X[{odd}] is {X[odd]!r}, not a text, among texts: every document must be a string "
+                             "(drop the missing ones, or fill them with '')")
+        raise ValueError(f"X[{texts.index(True)}] is a string among token lists: give every document as a text or "
+                         "every one as a list of tokens")
     if any(_is_bag_of_words(doc) for doc in X):
         for d, doc in enumerate(X):
             if not (len(doc) == 0 or _is_bag_of_words(doc)):
@@ -166,7 +223,8 @@ def to_documents(X, vocabulary=None, tokenizer=None, stop_words=None) -> list | 
     if not all(isinstance(doc, (list, tuple)) for doc in X):
         return None
     # lists that all hold numbers and are all one length are numeric rows; ragged ones, documents of word ids
-    if all(isinstance(token, numbers.Real) for doc in X for token in doc) and len({len(doc) for doc in X}) == 1:
+    if all(isinstance(token, numbers.Real) for doc in X for token in doc) and len({len(doc) for doc in X}) == 1 \
+            and len(X[0]) > 0:  # (empty lists are empty documents)
         return None
     return [keep(doc) for doc in as_words(X)]
 

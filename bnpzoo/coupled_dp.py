@@ -22,7 +22,7 @@ from bnpzoo._validation import FOLDER, FUNCTION, SEED, WORDS, AnyOf, Interval, O
 from bnpzoo.base import ConvergenceWarning, Estimator, FittedTensor
 from bnpzoo.caller_state import keeps_caller_state
 from bnpzoo.coherence import WINDOW, npmi_coherence
-from bnpzoo.corpus import Corpus, keeps_token_order, to_documents
+from bnpzoo.corpus import Corpus, as_sequence, group_labels, keeps_token_order, to_documents
 from bnpzoo.diagnostics import arviz
 from bnpzoo.models.coupled_configs import CONFIGS, inheritance_matrix
 from bnpzoo.models.coupled_dp import mixing_weights
@@ -116,8 +116,8 @@ class CoupledDP(Estimator):
         the topic-recovery test corpus they took recovery from 6 of 8 seeds to 8 of 8 in 80
         sweeps; on head500 one move per group and step costs about 40 % of a sweep. 0 turns
         them off.
-    max_iter : samples per chain after warm-up (the topics average over them). warmup : warm-up
-        samples per chain.
+    max_iter : samples per chain after warm-up (the topics average over them).
+    warmup : warm-up sweeps per chain, before the samples.
     thin : sweeps per sample (1: every sweep is kept); the summaries and Pyro's bookkeeping cost
         about two thirds of a blocked sweep on digits-bags, so long runs there keep every 10th.
     num_chains : chains run by ``pyro.infer.MCMC``: in spawned worker processes where the machine
@@ -262,11 +262,9 @@ class CoupledDP(Estimator):
         if isinstance(X, Corpus):
             groups, X = (X.groups if groups is None else groups), X.docs
         if groups is None:
-            raise ValueError("CoupledDP needs groups: one integer per document (or row)")
-        groups = np.asarray(groups)
-        if groups.ndim != 1 or groups.dtype.kind not in "iu":
-            raise ValueError(f"groups must be a 1-D array of integers, got {groups.dtype} of shape {groups.shape}")
-        values, group_index = np.unique(groups, return_inverse=True)
+            raise ValueError("CoupledDP needs groups: one label (an integer or a name) per document (or row)")
+        values, group_index = group_labels(groups)
+        X = as_sequence(X)
         docs = self._documents(X, vocabulary)
         if docs is not None:
             if len(docs) != len(groups):
@@ -296,8 +294,8 @@ class CoupledDP(Estimator):
     @fit_threads
     @keeps_caller_state
     def fit(self, X, groups=None, vocabulary=None):
-        """Fit on X, with ``groups`` one integer per document (or row) unless X is a ``Corpus`` that
-        has them; ``vocabulary`` names the words of a count matrix or of gensim's bags of words
+        """Fit on X, with ``groups`` one label per document (or row), an integer or a name, unless X
+        is a ``Corpus`` that has them; ``vocabulary`` names the words of a count matrix or of gensim's bags of words
         (the class docstring); returns self."""
         from pyro.infer import MCMC
 
@@ -486,6 +484,12 @@ class CoupledDP(Estimator):
         if words is None:
             raise ValueError("docs must be documents: token lists, texts, a sparse count matrix, gensim's bags of "
                              "words or a Corpus")
+        known = set(self.vocabulary_)
+        numbered = vocabulary is None and not keeps_token_order(docs.docs if isinstance(docs, Corpus) else docs)
+        if numbered and any(words) and not any(token in known for doc in words for token in doc):
+            warnings.warn(f"none of the {what} documents' words (numbered 'w0', 'w1', ... without a vocabulary) is a "
+                          "word of the fit, so every document is scored as empty: give the count matrix (or bags of "
+                          "words) its vocabulary= as at fit", UserWarning, stacklevel=3)
         return words
 
     def perplexity(self, docs, vocabulary=None) -> float:
@@ -493,11 +497,13 @@ class CoupledDP(Estimator):
         ``bnpzoo.perplexity.completion_perplexity``)."""
         from bnpzoo.perplexity import completion_perplexity
 
-        return completion_perplexity(self.topic_word_, self.vocabulary_, self._words(docs, vocabulary, "perplexity"))
+        words = self._words(docs, vocabulary, "perplexity")  # first: NotFittedError before a fit
+        return completion_perplexity(self.topic_word_, self.vocabulary_, words)
 
-    def transform(self, docs, groups=None, vocabulary=None) -> np.ndarray:
-        """Each document's topic proportions (documents x ``topic_word_``'s topics, rows summing to
-        1), the topics held fixed: the model's document level, theta_d ~ DP(b, D), with D the
+    def transform(self, docs, groups=None, vocabulary=None, topics: str = "listed") -> np.ndarray:
+        """Each document's topic proportions, the columns the topics of ``top_words(topics=topics)``
+        in its order: the listed topics (``n_topics_``; a row sums to 1 less the document's share on
+        the small topics) or ``topics="all"`` (every row of ``topic_word_``; rows sum to 1). The topics are held fixed: the model's document level, theta_d ~ DP(b, D), with D the
         document's group's mixture (``group_weights_``, where ``groups`` are given, one fitted group
         value per document) or the corpus's (``weights_``) and b ``doc_concentration_`` (1 without
         the document level), fitted by EM on the document's tokens (``bnpzoo.perplexity.fold_in``:
@@ -507,13 +513,14 @@ class CoupledDP(Estimator):
         from bnpzoo.perplexity import fold_in
 
         words = self._words(docs, vocabulary, "transform")
+        shown = self._topics_shown(topics)
         base = np.asarray(self.weights_, dtype=np.float64)[None]
         if groups is not None:
             base = np.asarray(self.group_weights_, dtype=np.float64)[self._group_index(groups, len(words), "document")]
         doc_ids, word_ids = Corpus("new", words).token_arrays(self.vocabulary_)
         concentration = self.doc_concentration_ or 1.0
         return fold_in(np.asarray(self.topic_word_, dtype=np.float64), doc_ids, word_ids, len(words),
-                       smoothing=concentration * base / base.sum(1, keepdims=True), start=base)
+                       smoothing=concentration * base / base.sum(1, keepdims=True), start=base)[:, :shown]
 
     def coherence(self, docs, vocabulary=None, top: int = TOP_WORDS) -> np.ndarray:
         """Each listed topic's NPMI coherence (``bnpzoo.coherence``) over a reference corpus ``docs``
@@ -532,10 +539,15 @@ class CoupledDP(Estimator):
         (``n_topics_``, those holding at least ``TOPIC_SHARE`` of the tokens) or ``topics="all"``
         (every atom that holds data, the rows of ``topic_word_``)."""
         self._check_words("top_words")
-        if topics not in ("listed", "all"):
-            raise ValueError(f"topics must be 'listed' or 'all', got {topics!r}")
-        rows = np.asarray(self.topic_word_)[: self.n_topics_ if topics == "listed" else None]
+        rows = np.asarray(self.topic_word_)[: self._topics_shown(topics)]
         return [[self.vocabulary_[j] for j in np.argsort(-row, kind="stable")[:n]] for row in rows]
+
+    def _topics_shown(self, topics: str) -> int | None:
+        """How many of the topics (largest first) ``topics`` names: "listed" (``n_topics_``) or "all"."""
+        if topics not in ("listed", "all"):
+            raise ValueError(f"topics must be 'listed' (the topics holding at least {TOPIC_SHARE:.0%} of the tokens) "
+                             f"or 'all', got {topics!r}")
+        return self.n_topics_ if topics == "listed" else None
 
     def plot_prevalence(self, path=None, ax=None, words: int = 3):
         """A heatmap of each group's share of its tokens on each listed topic (``group_counts_`` in

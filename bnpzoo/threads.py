@@ -90,6 +90,7 @@ def fit_threads(method):
     def fit(self, X, *args, **kwargs):
         import torch
 
+        self._validate_params()  # before ``_step_work`` reads them (truncation="50": a TypeError there)
         with FIT_TURN, torch_threads(threads_for(self._step_work(X))):
             return method(self, X, *args, **kwargs)
 

@@ -117,13 +117,16 @@ def test_listed_topics_top_words_coherence_and_new_documents_proportions():
     docs = to_documents(texts, stop_words="english")
     np.testing.assert_allclose(est.coherence_, npmi_coherence(est.top_words(10), docs))
     np.testing.assert_allclose(est.coherence(texts[:12]), npmi_coherence(est.top_words(10), docs[:12]))  # a reference
-    theta = est.transform(["plum fig pear apple plum", "tram bus car", "nothing known here"])
+    new = ["plum fig pear apple plum", "tram bus car", "nothing known here"]
+    theta = est.transform(new, topics="all")
     assert theta.shape == (3, est.n_clusters_) and np.allclose(theta.sum(1), 1)
+    listed = est.transform(new)  # the columns of top_words(): the listed topics, largest first
+    assert listed.shape == (3, est.n_topics_) and np.array_equal(listed, theta[:, :est.n_topics_])
     # a theme may have copies (atoms of different latent DPs): the fruit text's share on the fruit topics
     fruit = [k for k, words in enumerate(est.top_words(4, "all")) if set(words) == set(THEMES[0])]
     assert theta[0, fruit].sum() > 0.8 and theta[1].argmax() not in fruit
     np.testing.assert_allclose(theta[2], est.weights_)  # no known word: the corpus's mixture itself
-    in_group = est.transform(["nothing known here"], groups=[1])  # the group's mixture
+    in_group = est.transform(["nothing known here"], groups=[1], topics="all")  # the group's mixture
     np.testing.assert_allclose(in_group[0], est.group_weights_[1])
     with pytest.raises(ValueError, match="fitted groups"):
         est.transform(["plum"], groups=[7])

@@ -109,7 +109,8 @@ fig.axes[0].set_yticks(range(len(SUBPACKAGES)), [f"scipy.{name}" for name in SUB
 # %% [markdown]
 # ## New documents
 #
-# `transform` gives a new text's topic proportions (the topics held fixed), in any of fit's forms;
+# `transform` gives a new text's topic proportions (the topics held fixed; its columns are the
+# topics `top_words` lists, in the same order), in any of fit's forms;
 # `perplexity` scores held-out documents the same way.
 
 # %%
@@ -118,4 +119,4 @@ new = ["Compute the inverse of a matrix and its determinant using an LU decompos
 theta = est.transform(new)
 for text, row in zip(new, theta):
     best = int(np.argmax(row))
-    print(f"{text[:60]}... -> topic {best} ({row[best]:.0%}): {' '.join(est.top_words(5, 'all')[best])}")
+    print(f"{text[:60]}... -> topic {best} ({row[best]:.0%}): {' '.join(est.top_words(5)[best])}")
