@@ -67,10 +67,9 @@ bench: $(VENV)/.installed
 
 # The tutorials as notebooks, executed (outputs and figures in place) by the set-up's own nbclient
 # and ipykernel: they open in any notebook viewer, and rerun in Jupyter or VS Code.
+# tutorials/*.ipynb from their sources, and each one run into build/notebooks/ (docs/notebooks.py)
 notebooks: $(VENV)/.installed
-	cd tutorials && ../$(VENV)/bin/python -c "import sys, jupytext, nbclient; \
-	  [jupytext.write(nbclient.NotebookClient(jupytext.read(p), timeout=600, kernel_name='python3').execute(), \
-	   p[:-3] + '.ipynb') for p in sys.argv[1:]]" *.py
+	$(VENV)/bin/python docs/notebooks.py --execute
 
 clean:
 	rm -rf $(VENV) $(LATEST) results *.egg-info

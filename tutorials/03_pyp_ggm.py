@@ -27,6 +27,7 @@
 # bound as the learner runs.
 
 # %%
+import bnpzoo  # noqa: F401  # first, as in a script: Pyro then imports without tqdm's notebook warning
 import matplotlib.pyplot as plt
 import numpy as np
 import pyro
