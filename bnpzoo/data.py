@@ -16,6 +16,7 @@ Labels come with the embedded sets; for files, from ``labels`` (one integer a li
 proportion sets carry ``groups`` too; for files, ``groups`` gives them.
 """
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -186,18 +187,21 @@ def _read_csv(path: Path) -> np.ndarray:
     for number, line in lines:
         fields = [field.strip() for field in line.split(",")]
         row = [_number(field) for field in fields]
-        if None in row:
-            column = row.index(None)
+        bad = [c for c, value in enumerate(row) if value is None or not math.isfinite(value)]
+        if bad:
+            column = bad[0]
             field = fields[column]
             name = f" ({header[column]!r})" if header and column < len(header) and header[column] else ""
-            problem = f"is not a number: {field[:30]!r}" if field else "is empty (a missing value: fill or drop it)"
+            problem = ("is empty (a missing value: fill or drop it)" if not field else
+                       f"is not a number: {field[:30]!r}" if row[column] is None else
+                       f"is {field[:30]!r}, not a finite number (a missing value: fill or drop it)")
             raise ValueError(f"data file {path}: line {number}, column {column + 1}{name} {problem}")
+        if rows and len(row) != len(rows[0]):
+            raise ValueError(f"data file {path}: line {number} has {len(row)} columns where the rows above have "
+                             f"{len(rows[0])}")
         rows.append(row)
     if not rows:
         raise ValueError(f"data file {path} has no data rows")
-    widths = {len(r) for r in rows}
-    if len(widths) != 1:
-        raise ValueError(f"data file {path}: rows have different numbers of columns ({sorted(widths)})")
     X = np.array(rows)
     if header is not None and header[0] in ("", "Unnamed: 0") and np.array_equal(X[:, 0], np.arange(len(X))):
         X = X[:, 1:]  # pandas' index

@@ -128,5 +128,5 @@ def test_nan_in_a_csv_exits_2_through_the_installed_entry_point(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "bnpzoo", "fit", "dp-gmm", "--inference", "vmm", "--data",
                            str(tmp_path / "x.csv")], capture_output=True, text=True)
     assert proc.returncode == 2
-    assert proc.stderr.strip().splitlines() == ["bnpzoo: error: X contains NaN: row 1, column 0; drop or impute "
-                                                "them first (the models take no missing values)"]
+    assert proc.stderr.strip().splitlines() == [f"bnpzoo: error: data file {tmp_path / 'x.csv'}: line 2, column 1 is "
+                                                "'nan', not a finite number (a missing value: fill or drop it)"]

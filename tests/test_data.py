@@ -36,7 +36,10 @@ def test_csv_with_header_and_labels(tmp_path):
 
 
 @pytest.mark.parametrize("content, labels, message", [
-    ("1,2\n3\n", None, "columns"),
+    ("1,2\n3\n", None, "line 2 has 1 columns where the rows above have 2"),
+    ("a,b\n1,2\n3,4,5\n", None, "line 3 has 3 columns"),
+    ("a,b\n1,2\n3,inf\n", None, r"line 3, column 2 \('b'\) is 'inf', not a finite number"),
+    ("1,2\nNaN,4\n", None, "line 2, column 1 is 'NaN', not a finite number"),
     ("1,2\nx,4\n", None, "line 2, column 1 is not a number: 'x'"),
     ("a,b\n1,2\n3,x\n", None, r"line 3, column 2 \('b'\) is not a number"),
     ("1,,3\n4,5,6\n", None, "line 1, column 2 is empty"),  # a missing value, not a header
