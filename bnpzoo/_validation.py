@@ -129,6 +129,12 @@ def check_params(params: dict, constraints: dict) -> None:
 SAFE_MAGNITUDE = {torch.float32: 1e15, torch.float64: 1e150}
 
 
+# the smallest largest-|x| a fit in each dtype takes: a cluster's precision, 1 / variance, must stay
+# finite (float32's largest number is 3e38); rows scaled to 1e-30 fit in float32 as one cluster with
+# every covariance exactly 0 (float64: 2 clusters, NMI 1.000)
+SAFE_SMALLNESS = {torch.float32: 1e-15, torch.float64: 1e-140}
+
+
 # how far (in its own spread) data may sit from zero for a fit in each dtype: distances expanded as
 # |x|^2 - 2 x.m + |m|^2 lose (offset / spread)^2 x eps of the spread; blobs of 8 features with
 # spread 9 fit to NMI 1.000 in float32 up to an offset of 1e3 (0.71 at 1e4), in float64 up to 1e8
@@ -256,6 +262,14 @@ def check_array(X, *, name="X", dtype=torch.float32, device=None, n_features=Non
     if n_features is not None and t.shape[1] != n_features:
         raise ValueError(f"{name} has {t.shape[1]} features, but {owner} is expecting {n_features} features as input "
                          "(the columns it was fitted on)")
+    if widen and 0 < largest < SAFE_SMALLNESS[torch.float64]:
+        raise ValueError(f"{name} has values no larger than {largest:.3g}, too small for a fit's precisions (1 / "
+                         "variance) even in float64: rescale X (multiply it by a constant)")
+    if widen and 0 < largest < SAFE_SMALLNESS.get(dtype, 0.0):
+        warnings.warn(f"{name} has values no larger than {largest:.3g}, too small for a {str(dtype).split('.')[-1]} "
+                      "fit's precisions (1 / variance): fitting in float64 (rescale X, multiply it by a constant, to "
+                      "fit in float32)", UserWarning, stacklevel=3)
+        dtype = torch.float64
     ratio = data_parallel.largest(offset_ratio(t), group) if widen else 0.0
     if ratio > SAFE_OFFSET[torch.float64]:
         raise ValueError(f"{name} sits {ratio:.1e} times its spread from zero, beyond what a fit in float64 "

@@ -158,3 +158,14 @@ def test_the_json_line_is_unchanged_by_the_wrote_lines(tmp_path, capsys):
     assert main(["fit", "dp-gmm", "--data", "blobs:n=200,d=2,k=2", "--json", "--save", str(tmp_path / "m.pt")]) == 0
     captured = capsys.readouterr()
     assert json.loads(captured.out.strip().splitlines()[-1])["model"] == "dp-gmm"
+
+
+def test_rows_too_small_for_float32_are_fitted_in_float64_with_a_warning():
+    rng = np.random.default_rng(0)
+    groups = np.repeat([0, 1], 100)
+    X = (rng.normal(size=(200, 2)) + 10 * groups[:, None]) * 1e-30
+    with pytest.warns(UserWarning, match="too small for a float32 fit's precisions .* fitting in float64"):
+        est = DPGMM(random_state=0).fit(X)
+    assert est.n_clusters_ == 2 and np.unique(est.predict(X)[groups == 0]).size == 1
+    with pytest.raises(ValueError, match="too small for a fit's precisions .* even in float64"):
+        DPGMM().fit(X * 1e-150)
