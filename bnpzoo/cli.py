@@ -51,7 +51,8 @@ def _common(parser: Parser):
                              "as blobs:n=5000,d=8,k=4,seed=1 or topics:n=200,groups=4,topics=10,vocab=500,length=80) "
                              "or a file: .csv, .npy (numbers) or .txt (one document a line)")
     parser.add_argument("--labels", help="file of integer labels, one a line, aligned with the rows")
-    parser.add_argument("--groups", help="file of integer groups, one a line, aligned with the documents")
+    parser.add_argument("--groups", help="file of group labels, one a line, aligned with the documents (coupled-dp: "
+                        "integers or names; hdp-gd: integers)")
     parser.add_argument("--test-data", help="held-out corpus (topic models only)")
     parser.add_argument("--truncation", type=int, help="truncation level K")
     parser.add_argument("--iters", type=int, help="maximum iterations")

@@ -248,23 +248,28 @@ def read_corpus(path) -> Corpus:
     return Corpus(path.name, docs)
 
 
-def read_integers(path, n: int, *, what: str, of: str, minimum: int | None = None) -> np.ndarray:
-    """One integer a line, exactly ``n`` of them (``what`` and ``of`` name them in errors)."""
+def read_integers(path, n: int, *, what: str, of: str, minimum: int | None = None, names: bool = False) -> np.ndarray:
+    """One integer a line, exactly ``n`` of them (``what`` and ``of`` name them in errors); with
+    ``names``, a file in which no line is an integer is read as names (strings), one a line (a file
+    of both is refused, as ``group_labels`` refuses them mixed)."""
     path = Path(path)
     if not path.exists():
         raise ValueError(f"{what} file {path} does not exist")
+    lines = [(i, line.strip()) for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1)
+             if line.strip()]
+    if len(lines) != n:
+        raise ValueError(f"{what} file {path} has {len(lines)} {what} for {n} {of}")
+    if names and not any(re.fullmatch(r"[+-]?\d+", line) for _, line in lines):
+        return np.asarray([line for _, line in lines], dtype=str)
     values = []
-    for i, line in enumerate(path.read_text().splitlines(), start=1):
-        if not line.strip():
-            continue
+    for i, line in lines:
         try:
-            values.append(int(line.strip()))
+            values.append(int(line))
         except ValueError:
-            raise ValueError(f"{what} file {path}: line {i} is not an integer: {line.strip()[:40]!r}") from None
+            raise ValueError(f"{what} file {path}: line {i} is not an integer: {line[:40]!r}"
+                             + (" (give every line a name or every one an integer)" if names else "")) from None
         if minimum is not None and values[-1] < minimum:
             raise ValueError(f"{what} file {path}: line {i} is {values[-1]}, below {minimum}")
-    if len(values) != n:
-        raise ValueError(f"{what} file {path} has {len(values)} {what} for {n} {of}")
     return np.asarray(values, dtype=np.int64)
 
 

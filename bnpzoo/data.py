@@ -231,7 +231,7 @@ def load(spec: str, labels=None, groups=None, *, as_corpus: bool | None = None) 
         corpus = _load_corpus(spec)
         n = len(corpus.docs)
         if groups is not None:
-            corpus.groups = read_integers(groups, n, what="groups", of="documents", minimum=0)
+            corpus.groups = read_integers(groups, n, what="groups", of="documents", minimum=0, names=True)
         if labels is not None:
             corpus.labels = read_integers(labels, n, what="labels", of="documents")
         return corpus

@@ -169,3 +169,16 @@ def test_rows_too_small_for_float32_are_fitted_in_float64_with_a_warning():
     assert est.n_clusters_ == 2 and np.unique(est.predict(X)[groups == 0]).size == 1
     with pytest.raises(ValueError, match="too small for a fit's precisions .* even in float64"):
         DPGMM().fit(X * 1e-150)
+
+
+def test_the_cli_takes_group_names_and_keeps_them_in_the_figure(tmp_path, capsys):
+    (tmp_path / "c.txt").write_text("\n".join(TEXTS) + "\n")
+    (tmp_path / "g.txt").write_text("\n".join(NAMES) + "\n")
+    figure = tmp_path / "prevalence.png"
+    assert main(["fit", "coupled-dp", "--data", str(tmp_path / "c.txt"), "--groups", str(tmp_path / "g.txt"),
+                 "--iters", "10", "--plot", str(figure)]) == 0
+    assert figure.exists() and f"wrote the prevalence figure to {figure}" in capsys.readouterr().err
+    from bnpzoo.data import load
+
+    assert sorted(set(load(str(tmp_path / "c.txt"), groups=tmp_path / "g.txt", as_corpus=True).groups)) == \
+        ["fruit", "transport"]
