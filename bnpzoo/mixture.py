@@ -67,7 +67,7 @@ COMMON_CONSTRAINTS = {
     "split_moves": OneOf(None, False, True),
     "assignment": OneOf("hard", "soft", None),
     "guide": OneOf("map", "mean-field"),
-    "max_iter": Interval(int, 1),
+    "max_iter": Interval(int, 1, optional=True),
     "tol": Interval(float, 0),
     "prune_threshold": Interval(float, 0, 1, high_open=True),
     "batch_size": Interval(int, 1, optional=True),
@@ -110,7 +110,8 @@ SHARED_PARAMETERS = """
     max_iter, tol : iteration (SVI: step) cap, and what counts as converged: for vmm with hard
         assignments, at most a fraction tol of the samples changed cluster in an iteration; for vmm
         with soft assignments and the SVI learners, the bound's relative change (SVI: between two
-        evaluations, 10 steps apart). Both mean the same at every N.
+        evaluations, 10 steps apart). Both mean the same at every N. ``max_iter=None``: the estimator's
+        default (500; ``PYPGGM``: 2,000 for a likelihood other than the Gaussian).
     prune_threshold : clusters whose stick falls below it are dropped ([PYPM-sVMM] V.D).
     batch_size : minibatch size of the SVI learners (None: on the conjugate factors, min(N, max(1,000,
         N / 20)), the batches of their memoized record (``inference.stick_mixture.memo``); else full
@@ -204,7 +205,7 @@ class StickMixture(MixtureEstimator):
             prior = self._component_prior(x, prior_mean, self._fitted("scale_"))
             fit = fit_vmm(x, labels, init_means.shape[0], family=family, prior=prior,
                           hard=self._hard_assignments(), pruning_precision=self._pruning_precision(),
-                          max_iter=self.max_iter, tol=self.tol, prune_threshold=self.prune_threshold,
+                          max_iter=self._iterations(), tol=self.tol, prune_threshold=self.prune_threshold,
                           split_moves=self.split_moves is not False, merge_moves=family.learns_spread,
                           batch_size=self.batch_size or VMM_BATCH, verbose=self.verbose,
                           clock_start=start, **self._stick_prior())
@@ -213,11 +214,11 @@ class StickMixture(MixtureEstimator):
             self.phase_starts_ = fit.phase_starts
         else:
             self._session = None
-            run = self._run_session(x, self.max_iter, start)
+            run = self._run_session(x, self._iterations(), start)
             (point, sticks, scale), trace, seconds = self._session.estimates, run.elbo_trace, run.seconds
             n_iter, converged = run.n_iter, run.converged
         self._record(x, point, sticks, scale, trace, seconds, n_iter, converged, start)
-        warn_if_unconverged(self, self.max_iter)
+        warn_if_unconverged(self, self._iterations())
         return self
 
     def _why_no_partial_fit(self):
@@ -427,6 +428,14 @@ class StickMixture(MixtureEstimator):
     # the bound's prior terms, called by the SVI session with its current prior settings
     _log_prior = staticmethod(prior_terms)
 
+    def _iterations(self) -> int:
+        """``max_iter``, or where it is None the estimator's default (``_default_iterations``)."""
+        return self.max_iter if self.max_iter is not None else self._default_iterations()
+
+    def _default_iterations(self) -> int:
+        """The iteration (SVI: step) cap that ``max_iter=None`` stands for."""
+        return 500
+
     def _run_session(self, x, max_iter, clock_start, stream=False):
         batch, group = self._batch_size(x.shape[0]), self._group()
         if getattr(self, "_session", None) is None:
@@ -466,7 +475,7 @@ class StickMixture(MixtureEstimator):
             # the pruning phase's steps: half the fit's, all of them with moves (its record converges
             # in about as many evaluations as vmm's phase in iterations, then it stops)
             occam=self._occam, pruning_precision=self._pruning_precision(),
-            pruning_steps=self.max_iter if grows else self.max_iter // 2,
+            pruning_steps=self._iterations() if grows else self._iterations() // 2,
             guide=self.guide, hard=self._hard_assignments(), learning_rate=self.learning_rate,
             prune_threshold=self.prune_threshold, truncation=truncation, moves=grows)
 

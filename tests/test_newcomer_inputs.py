@@ -182,3 +182,16 @@ def test_the_cli_takes_group_names_and_keeps_them_in_the_figure(tmp_path, capsys
 
     assert sorted(set(load(str(tmp_path / "c.txt"), groups=tmp_path / "g.txt", as_corpus=True).groups)) == \
         ["fruit", "transport"]
+
+
+def test_the_laplace_mixture_s_default_iterations_let_it_converge():
+    from bnpzoo import PYPGGM
+
+    assert PYPGGM()._iterations() == 500 and PYPGGM(likelihood="laplace")._iterations() == 2000
+    assert PYPGGM(likelihood="laplace", max_iter=30)._iterations() == 30
+    rng = np.random.default_rng(0)
+    X = np.concatenate([rng.laplace(0, 1, (150, 3)), rng.laplace(12, 1, (150, 3))])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no ConvergenceWarning
+        est = PYPGGM(likelihood="laplace", random_state=0).fit(X)
+    assert est.converged_ and est.n_clusters_ == 2

@@ -44,13 +44,14 @@ X, y = data.X, data.labels
 # ## Gaussian against Laplace on digits
 # Same learner (sVMM), same start, only rho differs. The scale of each pixel is left to the
 # data-driven default (`scale_`, a standard deviation, so it means the same for both). The Laplace
-# fit takes 1,000 to 1,400 steps to converge here, more than the default `max_iter=500` (a fit that
-# stops before its convergence test passes says so with a `ConvergenceWarning`).
+# fit takes 1,000 to 1,500 steps to converge here, within its default cap (`max_iter=None`: 2,000
+# for a likelihood other than the Gaussian; a fit that stops before its convergence test passes
+# says so with a `ConvergenceWarning`).
 
 # %%
 fits = {}
 for likelihood in ("gaussian", "laplace"):
-    est = PYPGGM(likelihood=likelihood, max_iter=1500, random_state=0).fit(X)
+    est = PYPGGM(likelihood=likelihood, random_state=0).fit(X)
     pred = est.predict(X)
     fits[likelihood] = est
     print(f"{likelihood:9s} NMI {nmi(y, pred):.3f}  ACC {acc(y, pred):.3f}  clusters {est.n_clusters_:2d}  "
