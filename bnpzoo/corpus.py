@@ -82,6 +82,9 @@ def group_labels(groups) -> tuple[np.ndarray, np.ndarray]:
     """(the sorted distinct labels, each entry's index among them) of one group label per document
     or row: integers or names (strings), as a list, an array or a pandas Series; a missing label
     (None, NaN) is refused, naming its entry."""
+    groups = list(groups) if hasattr(groups, "__next__") else groups
+    if getattr(getattr(groups, "dtype", None), "kind", None) in ("i", "u") and np.ndim(groups) == 1:
+        return np.unique(np.asarray(groups), return_inverse=True)  # an integer array: no look at each entry
     values = np.asarray(groups.tolist() if hasattr(groups, "tolist") else list(groups), dtype=object)
     if values.ndim != 1:
         raise ValueError(f"groups must be one label a document (or row), a 1-D sequence; got shape {values.shape}")
