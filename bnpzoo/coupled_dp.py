@@ -484,9 +484,8 @@ class CoupledDP(Estimator):
         if words is None:
             raise ValueError("docs must be documents: token lists, texts, a sparse count matrix, gensim's bags of "
                              "words or a Corpus")
-        known = set(self.vocabulary_)
         numbered = vocabulary is None and not keeps_token_order(docs.docs if isinstance(docs, Corpus) else docs)
-        if numbered and any(words) and not any(token in known for doc in words for token in doc):
+        if numbered and any(words) and not (set(self.vocabulary_) & {token for doc in words for token in doc}):
             warnings.warn(f"none of the {what} documents' words (numbered 'w0', 'w1', ... without a vocabulary) is a "
                           "word of the fit, so every document is scored as empty: give the count matrix (or bags of "
                           "words) its vocabulary= as at fit", UserWarning, stacklevel=3)

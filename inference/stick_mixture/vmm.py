@@ -94,13 +94,13 @@ import time
 from dataclasses import dataclass, field
 
 import torch
-from bnpzoo.progress import finish, tqdm
 
 from bnpzoo.inference.kmeans import kmeans, nearest_centres
 from bnpzoo.inference.stick_mixture.mean_factors import means_kl
 from bnpzoo.inference.stick_mixture.sticks import reorder_and_prune, stick_log_prior, update_sticks
 from bnpzoo.mapped import passes
 from bnpzoo.ops import generalized_gaussian_log_density, stick_breaking_log_weights
+from bnpzoo.progress import finish, tqdm
 from bnpzoo.threads import small_work
 
 
