@@ -160,12 +160,13 @@ def test_the_json_line_is_unchanged_by_the_wrote_lines(tmp_path, capsys):
     assert json.loads(captured.out.strip().splitlines()[-1])["model"] == "dp-gmm"
 
 
-def test_rows_too_small_for_float32_are_fitted_in_float64_with_a_warning():
-    rng = np.random.default_rng(0)
+@pytest.mark.parametrize("random_state", range(5))
+def test_rows_too_small_for_float32_are_fitted_in_float64_with_a_warning(random_state):
+    rng = np.random.default_rng(random_state)
     groups = np.repeat([0, 1], 100)
     X = (rng.normal(size=(200, 2)) + 10 * groups[:, None]) * 1e-30
     with pytest.warns(UserWarning, match="too small for a float32 fit's precisions .* fitting in float64"):
-        est = DPGMM(random_state=0).fit(X)
+        est = DPGMM(random_state=random_state).fit(X)
     assert est.n_clusters_ == 2 and np.unique(est.predict(X)[groups == 0]).size == 1
     with pytest.raises(ValueError, match="too small for a fit's precisions .* even in float64"):
         DPGMM().fit(X * 1e-150)
@@ -184,14 +185,15 @@ def test_the_cli_takes_group_names_and_keeps_them_in_the_figure(tmp_path, capsys
         ["fruit", "transport"]
 
 
-def test_the_laplace_mixture_s_default_iterations_let_it_converge():
+@pytest.mark.parametrize("random_state", range(5))
+def test_the_laplace_mixture_s_default_iterations_let_it_converge(random_state):
     from bnpzoo import PYPGGM
 
     assert PYPGGM()._iterations() == 500 and PYPGGM(likelihood="laplace")._iterations() == 2000
     assert PYPGGM(likelihood="laplace", max_iter=30)._iterations() == 30
-    rng = np.random.default_rng(0)
+    rng = np.random.default_rng(random_state)
     X = np.concatenate([rng.laplace(0, 1, (150, 3)), rng.laplace(12, 1, (150, 3))])
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # no ConvergenceWarning
-        est = PYPGGM(likelihood="laplace", random_state=0).fit(X)
+        est = PYPGGM(likelihood="laplace", random_state=random_state).fit(X)
     assert est.converged_ and est.n_clusters_ == 2
