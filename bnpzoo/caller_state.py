@@ -1,5 +1,6 @@
 """A fit leaves the caller's process as it found it: torch's, CUDA's (where started), numpy's global
-and Python's random generators, Pyro's global parameter store, and torch's grad mode.
+and Python's random generators, Pyro's global parameter store, the caller's Pyro handlers, and
+torch's grad mode.
 
 The learners seed and draw from the global generators (Pyro samples from torch's) and the SVI ones
 keep their parameters in Pyro's store, so ``keeps_caller_state`` saves all of it before ``fit`` or
@@ -7,7 +8,9 @@ keep their parameters in Pyro's store, so ``keeps_caller_state`` saves all of it
 ``random_state=None`` takes one draw from the caller's torch generator as its seed (so it is
 reproducible under the caller's ``torch.manual_seed``, and two such fits differ); the caller's
 generators are then where that one draw left them. Fits run with gradients on, inside
-``torch.no_grad()`` or ``torch.inference_mode()`` too.
+``torch.no_grad()`` or ``torch.inference_mode()`` too, and behind ``poutine.block``: a fit inside the
+caller's ``pyro.poutine.trace()`` (or any handler) neither records the learners' internal sites
+there nor collides with them on site names.
 """
 
 import contextlib
@@ -17,6 +20,7 @@ import random
 import numpy as np
 import pyro
 import torch
+from pyro import poutine
 
 
 def _generators() -> dict:
@@ -35,7 +39,7 @@ def _restore(saved: dict) -> None:
 @contextlib.contextmanager
 def caller_state_kept(random_state):
     """Run a fit with ``random_state`` (None: a seed drawn from the caller's torch generator) and
-    leave the generators, Pyro's store and the grad mode as they were (the module docstring)."""
+    leave the generators, Pyro's store, its handlers and the grad mode as they were (the module docstring)."""
     seed = int(torch.randint(2**32, ())) if random_state is None else None
     saved, store = _generators(), pyro.get_param_store()
     params = store.get_state()
@@ -43,7 +47,7 @@ def caller_state_kept(random_state):
     try:
         if seed is not None:
             pyro.set_rng_seed(seed)
-        with torch.inference_mode(False), torch.enable_grad():
+        with torch.inference_mode(False), torch.enable_grad(), poutine.block():
             yield
     finally:
         store.clear()

@@ -1,6 +1,6 @@
 """A fit leaves the caller's process as it found it (``bnpzoo.caller_state``): the caller's Pyro
 param, and the next draws of torch's, numpy's and Python's generators, as in a process that did not
-fit; fits inside ``torch.no_grad()`` and ``torch.inference_mode()``."""
+fit; fits inside ``torch.no_grad()``, ``torch.inference_mode()`` and the caller's Pyro handlers."""
 
 import random
 
@@ -53,6 +53,17 @@ def test_a_fit_leaves_the_callers_param_and_generators_as_they_were(name, fit):
     assert pyro.get_param_store().keys() == {"my_w"} and pyro.param("my_w") is mine
     for after, before in zip(_draws(), expected):
         assert np.array_equal(np.asarray(after), np.asarray(before)), name
+
+
+@pytest.mark.filterwarnings("ignore")
+@pytest.mark.parametrize("name, fit", list(_fits()), ids=[name for name, _ in _fits()])
+def test_a_fit_inside_the_callers_trace_adds_no_site_to_it(name, fit):
+    """The learners' own sample and param sites (the SVI learners' "sticks", "q_v_c0", ...) neither
+    collide with each other in the caller's trace nor land in it; the caller's own sites do."""
+    with pyro.poutine.trace() as caller:
+        pyro.sample("mine", pyro.distributions.Normal(0.0, 1.0))
+        fit()
+    assert list(caller.trace.nodes) == ["mine"], name
 
 
 def test_fits_without_a_seed_follow_the_callers_generator_and_advance_it(same):
