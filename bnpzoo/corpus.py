@@ -4,12 +4,14 @@ In Python a topic model takes documents in any of the usual forms (``to_document
 count matrix with its vocabulary, raw texts (``tokenize``), gensim's bags of words with its
 dictionary, or token lists.
 
-Sources:
+Sources::
+
     a .txt file             one document a line, whitespace-separated tokens used as they are
                             (no lower-casing, no stop words, no frequency filter)
     a count matrix          documents x words (.csv / .npy, given with groups): non-negative
-                            integer counts; word j is the token "w<j>"
-    topics                  a corpus drawn from a topic model with known topics (``generated_topics``)
+                            integer counts; word j is the token "w<j>", or
+                            the j-th word of a header line of words
+    topics                  a corpus drawn from a topic model with known topics (generated_topics)
     digits-bags             scikit-learn's 1,797 8x8 digits, each a bag of pixel tokens "p00".."p63"
                             whose counts are the intensities 0..16, grouped by class (the set-up of
                             [Coupled-DP] section 5.2, with images for scenes)

@@ -1,17 +1,19 @@
 """Data sets: the embedded ones by name, and files (.csv / .npy, rows = samples) by path.
 
-Embedded:
+Embedded::
+
     digits                  scikit-learn's 1,797 8x8 handwritten digits, pixels scaled to [0, 1]
     blobs[:n=..,d=..,k=..,seed=..,spread=..,noise=gaussian|laplace]
                             k clusters in d dimensions, generated here: centres ~ N(0, spread^2 I),
                             independent unit-variance Gaussian (or Laplace) noise per feature
-    digits-bags             a corpus: see ``bnpzoo.corpus`` (also .txt files, and count matrices
+    digits-bags             a corpus: see bnpzoo.corpus (also .txt files, and count matrices
                             given with groups)
     digits-proportions[:noise=20]
-                            each digit's 64 pixel intensities as proportions (``ops.normalise_histograms``,
+                            each digit's 64 pixel intensities as proportions (ops.normalise_histograms,
                             floor 0.05), in 5 groups of consecutive rows; noise=m appends m irrelevant
                             parts drawn from one common Dirichlet
-    hdp-gd[:n=..,seed=..]   grouped proportions drawn from ``models.hdp_gd`` (``hdp_gd_sample``)
+    hdp-gd[:n=..,seed=..]   grouped proportions drawn from models.hdp_gd (hdp_gd_sample)
+
 Labels come with the embedded sets; for files, from ``labels`` (one integer a line). The grouped
 proportion sets carry ``groups`` too; for files, ``groups`` gives them.
 """
@@ -134,7 +136,13 @@ def read_labels(path, n_rows: int) -> np.ndarray:
 
 
 def load_file(path) -> np.ndarray:
-    path = Path(path)
+    """The rows of a .csv or .npy file as a 2-D float array (a .npy of floats mapped, not read)."""
+    return load_table(path)[0]
+
+
+def load_table(path) -> tuple[np.ndarray, list[str] | None]:
+    """``load_file``'s array, and a CSV header's column names (None: no header, or a .npy file)."""
+    path, names = Path(path), None
     if not path.exists():
         raise ValueError(f"data file {path} does not exist")
     if path.suffix == ".npy":
@@ -146,15 +154,15 @@ def load_file(path) -> np.ndarray:
             except (ValueError, OSError, EOFError) as err:
                 raise ValueError(f"data file {path} is not a numeric .npy array ({err})") from None
         if X.dtype.kind == "f" and X.ndim in (1, 2):
-            return X if X.ndim == 2 else X[:, None]
+            return (X if X.ndim == 2 else X[:, None]), None
     elif path.suffix == ".csv":
-        X = _read_csv(path)
+        X, names = _read_csv(path)
     else:
         raise ValueError(f"data file {path}: expected .csv or .npy, got {path.suffix or 'no suffix'!r}")
     X = np.asarray(X, dtype=np.float64)
     if X.ndim == 1:
         X = X[:, None]
-    return X
+    return X, names
 
 
 def _number(field: str) -> float | None:
@@ -164,8 +172,8 @@ def _number(field: str) -> float | None:
         return None
 
 
-def _read_csv(path: Path) -> np.ndarray:
-    """Numbers separated by commas, in UTF-8 (a byte-order mark is skipped). The first line is a
+def _read_csv(path: Path) -> tuple[np.ndarray, list[str] | None]:
+    """The numbers of a CSV file and its header's column names (None without a header): numbers separated by commas, in UTF-8 (a byte-order mark is skipped). The first line is a
     header when none of its fields is a number and one is not empty (a data row with an empty
     field is a missing value, an error, never a header). pandas' ``to_csv`` index column (an
     empty first header field over the row numbers 0, 1, ...) is dropped, not taken as a feature.
@@ -204,8 +212,8 @@ def _read_csv(path: Path) -> np.ndarray:
         raise ValueError(f"data file {path} has no data rows")
     X = np.array(rows)
     if header is not None and header[0] in ("", "Unnamed: 0") and np.array_equal(X[:, 0], np.arange(len(X))):
-        X = X[:, 1:]  # pandas' index
-    return X
+        X, header = X[:, 1:], header[1:]  # pandas' index
+    return X, header
 
 
 def load(spec: str, labels=None, groups=None, *, as_corpus: bool | None = None) -> Dataset | Corpus:
@@ -268,4 +276,7 @@ def _load_corpus(spec: str) -> Corpus:
                                 doc_length=o["length"], seed=o["seed"])
     if spec.endswith(".txt"):
         return read_corpus(spec)
-    return counts_to_corpus(load_file(spec), Path(spec).name)
+    counts, words = load_table(spec)
+    if words and all(words) and len(set(words)) == len(words):  # a header of words is the vocabulary
+        return counts_to_corpus(counts, Path(spec).name, token=words.__getitem__)
+    return counts_to_corpus(counts, Path(spec).name)

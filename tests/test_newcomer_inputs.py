@@ -185,6 +185,19 @@ def test_the_cli_takes_group_names_and_keeps_them_in_the_figure(tmp_path, capsys
         ["fruit", "transport"]
 
 
+def test_a_csv_count_matrix_s_header_of_words_is_its_vocabulary(tmp_path):
+    """Not dropped as a header of feature names, leaving the topics to print as w0 w5 w3."""
+    from bnpzoo.data import load
+
+    words = ["apple", "pear", "stone", "rock"]
+    (tmp_path / "counts.csv").write_text(",".join(words) + "\n3,2,0,0\n0,0,4,1\n1,0,2,2\n")
+    (tmp_path / "g.txt").write_text("0\n1\n1\n")
+    corpus = load(str(tmp_path / "counts.csv"), groups=tmp_path / "g.txt", as_corpus=True)
+    assert corpus.docs[0] == ["apple"] * 3 + ["pear"] * 2 and corpus.docs[1] == ["stone"] * 4 + ["rock"]
+    (tmp_path / "plain.csv").write_text("3,2,0,0\n0,0,4,1\n1,0,2,2\n")  # no header: w0, w1, ...
+    assert load(str(tmp_path / "plain.csv"), groups=tmp_path / "g.txt", as_corpus=True).docs[1] == ["w2"] * 4 + ["w3"]
+
+
 @pytest.mark.parametrize("random_state", range(5))
 def test_the_laplace_mixture_s_default_iterations_let_it_converge(random_state):
     from bnpzoo import PYPGGM
