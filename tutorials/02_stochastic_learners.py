@@ -32,17 +32,16 @@ X, y = data.X, data.labels
 
 # %% [markdown]
 # ## Every learner, one data set
-# Truncation 40 for 20 true clusters, round ones: each learns its variances (`covariance="diag"`;
-# the default's full covariances would take their prior, the whole data's spread worth 16 rows, too
-# seriously for blobs this far apart). Every learner starts from two clusters and opens the others
-# by births (merges close the ones that split a cluster), judged on the bound of statistics memoized
-# over its minibatches.
+# Truncation 40 for 20 true clusters, with the defaults otherwise: each cluster learns its own
+# covariance, and minibatches of 1,000 rows. Every learner starts from two clusters and opens the
+# others by births (merges close the ones that split a cluster), judged on the bound of statistics
+# memoized over its minibatches.
 
 # %%
 learners = ["sga", "sga-momentum", "sga-fisher", "svmm", "svmm-mgrad", "svmm-grad", "natgrad-svi"]
 fits = {}
 for name in learners:
-    est = DPGMM(truncation=40, inference=name, covariance="diag", batch_size=500, random_state=0).fit(X)
+    est = DPGMM(truncation=40, inference=name, random_state=0).fit(X)
     fits[name] = est
     pred = est.predict(X)
     print(f"{name:13s} NMI {nmi(y, pred):.3f}  clusters {clusters_used(pred):2d}  "

@@ -23,10 +23,12 @@
 # `digits-bags`: each 8x8 digit is a bag of pixel tokens, grouped by class.
 
 # %%
+import warnings
+
 import matplotlib.pyplot as plt
 import numpy as np
 
-from bnpzoo import CoupledDP
+from bnpzoo import ConvergenceWarning, CoupledDP
 from bnpzoo.corpus import digits_bags
 from bnpzoo.diagnostics import arviz
 from bnpzoo.models.coupled_configs import inheritance_matrix
@@ -61,11 +63,15 @@ plt.tight_layout()
 # labels as one multinomial instead of token by token; the document level, the default for token
 # lists, draws token by token, so here it is off (`est.documents_`). The benchmark runs 4 chains of 102,000
 # sweeps (see `benchmarks/reports/coupled_rhat.md`); these two are far too short to converge, and
-# the fit says so (a `ConvergenceWarning` with the sweeps it would need).
+# the fit says so: a `bnpzoo.ConvergenceWarning` with the sweeps it would need, caught and printed here.
 
 # %%
-est = CoupledDP(config="scenes", truncation=6, label_step="blocked", max_iter=100, warmup=100, num_chains=2,
-                random_state=0).fit(bags)
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always", ConvergenceWarning)
+    est = CoupledDP(config="scenes", truncation=6, label_step="blocked", max_iter=100, warmup=100, num_chains=2,
+                    random_state=0).fit(bags)
+for warning in caught:
+    print("the fit warns:", warning.message)
 print(f"{est.tokens_per_second_:,.0f} tokens/s; R-hat of the log joint: {est.rhat_:.3f}")
 idata = est.to_arviz()
 az.plot_trace(idata, var_names=["log_joint"])
