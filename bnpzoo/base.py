@@ -362,7 +362,7 @@ class MixtureEstimator(Estimator):
         return table if out is None else out.copy_(table)
 
     def predict_proba(self, X) -> np.ndarray:
-        """Responsibilities p(z_n = k | x_n), (N, n_clusters_), computed block by block in place
+        """Responsibilities p(z_n = k | x_n), (N, ``n_clusters_``), computed block by block in place
         (each block's table stays in cache; no N x K temporaries besides the result)."""
         x = self._input(X)
         out = torch.empty(x.shape[0], self.n_clusters_, dtype=x.dtype, device=x.device)

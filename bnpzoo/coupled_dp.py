@@ -55,14 +55,18 @@ class CoupledDP(Estimator):
     where its tokens come in the same order (a count matrix and bags of words give each document's
     tokens in word order). Words get the categorical family (topics with a symmetric
     Dirichlet(beta) base, the coupled topic model of section 5.1); real vectors get Gaussian
-    atoms with a Normal-Gamma base per dimension. Groups are integers; their sorted distinct
-    values are groups 0..T-1, in that order (which the distance |t - s| of ``m-ldp`` and ``sngp``
-    reads).
+    atoms with a Normal-Gamma base per dimension. Groups are integers or names; their sorted distinct
+    values are groups 0..T-1, in that order (which the distance between groups t and s of
+    ``m-ldp`` and ``sngp`` reads), and ``group_values_`` keeps them.
 
     Parameters (keyword-only)
     ----------
     config : "s-ldp", "m-ldp", "sngp" or "scenes" (``models.coupled_configs``), the latent DPs and
-        the inheritance probabilities q_ts; ``q`` (a groups x sources matrix) overrides it.
+        the inheritance probabilities q_ts.
+    q : a groups x sources matrix of inheritance probabilities, overriding ``config``'s; None: the
+        config's.
+    inference : "gibbs", the coupled model's Gibbs sampler under ``pyro.infer.MCMC``
+        (``inference.coupled``), the one learner.
     sigma : the coupling range of m-ldp and sngp.
     truncation : L, atoms per latent DP at the start (the sampler's pool holds S L atoms; an atom can
         move between latent DPs, so with many latent DPs a few each suffice). Every 10th warm-up
@@ -151,29 +155,41 @@ class CoupledDP(Estimator):
     stop_words : words left out of every document, whatever its form: None (default), "english"
         (scikit-learn's list) or a list of words.
 
-    Fitted attributes: ``samples_`` (MCMC's summaries by chain: log_joint, atoms_per_source,
-    atoms_per_group, alpha), ``mcmc_`` (the ``pyro.infer.MCMC`` object; ``to_arviz()`` exports it),
-    ``rhat_`` (R-hat of the log joint, NaN with one chain), ``q_``, ``n_groups_``, ``truncation_``
-    and ``beta_`` (the settings used, defaults resolved); from the
-    final state of the chain with the highest final log joint: ``n_clusters_`` (atoms holding
-    data), ``weights_`` (their share of the data), ``group_weights_`` (each group's D_t over them,
-    renormalised), ``group_counts_`` (each group's tokens, or rows, on each of them),
-    ``topic_word_`` (E[phi | x] over the used atoms: each atom's (n_kw + beta) / (n_k + V beta)
-    averaged over the kept sweeps since it last held no token) and ``vocabulary_``
-    for words, ``means_`` and ``precisions_`` for vectors; and
-    ``n_features_in_`` (vocabulary size or D), ``n_tokens_``, ``n_iter_`` (sweeps per chain),
-    ``fit_seconds_``, ``sampling_seconds_`` and ``tokens_per_second_`` (sweeps of all chains x
-    training tokens / sampling seconds; after a resume, of the sweeps this fit ran),
-    ``n_topics_`` (words: the topics listed, those holding at least ``TOPIC_SHARE`` = 1 % of the
-    tokens, the first rows of ``topic_word_``; a DP keeps a tail of atoms with a few tokens each,
-    which ``top_words(topics="all")`` still shows), ``coherence_`` (words: each listed topic's NPMI
-    coherence over the training documents, its ``TOP_WORDS`` = 10 top words, windows of 10 tokens,
-    as gensim's ``CoherenceModel(coherence="c_npmi")``: ``bnpzoo.coherence``; for a count matrix or
-    bags of words, whose documents have lost their token order, whole documents; ``coherence(docs)``
-    computes it over a reference corpus),
-    ``compile_seconds_`` (before sampling, the sampler's compiled loops loaded from numba's cache,
-    or compiled on the first fit of a new install, about 10 s, which ``verbose`` announces), and
-    ``documents_`` (whether the document level ran).
+    Fitted attributes
+    -----------------
+    samples_ : MCMC's summaries by chain: log_joint, atoms_per_source, atoms_per_group, alpha.
+    mcmc_ : the ``pyro.infer.MCMC`` object (``to_arviz()`` exports it).
+    rhat_ : R-hat of the log joint across the chains; NaN with one chain (the default): run
+        ``num_chains=2`` or more to have it.
+    q_, n_groups_, truncation_, beta_ : the settings used, defaults resolved.
+    group_values_ : the groups' labels as given (numbers or names), in the order of the group axis.
+    n_clusters_ : atoms holding data, in the final state of the chain with the highest final log
+        joint (as every attribute below but the timings).
+    weights_ : the atoms' share of the data.
+    group_weights_ : each group's D_t over the atoms, renormalised.
+    group_counts_ : each group's tokens, or rows, on each atom.
+    topic_word_ : words: E[phi | x] over the used atoms, each atom's (n_kw + beta) / (n_k + V beta)
+        averaged over the kept sweeps since it last held no token.
+    vocabulary_ : words: the word of each column of ``topic_word_``.
+    means_, precisions_ : real vectors: the atoms' Gaussian parameters.
+    n_features_in_, n_tokens_ : the vocabulary's size (or D), and the training tokens (or rows).
+    n_iter_ : sweeps per chain.
+    fit_seconds_, sampling_seconds_, tokens_per_second_ : the fit's wall time, the sampling's, and
+        sweeps of all chains x training tokens / sampling seconds (after a resume, of the sweeps this
+        fit ran).
+    compile_seconds_ : before sampling, the sampler's compiled loops loaded from numba's cache, or
+        compiled on the first fit of a new install (about 10 s, which ``verbose`` announces).
+    n_topics_ : words: the topics listed, those holding at least ``TOPIC_SHARE`` = 1 % of the
+        tokens, the first rows of ``topic_word_`` (a DP keeps a tail of atoms with a few tokens each,
+        which ``top_words(topics="all")`` still shows).
+    coherence_ : words: each listed topic's NPMI coherence over the training documents, its
+        ``TOP_WORDS`` = 10 top words, windows of 10 tokens, as gensim's
+        ``CoherenceModel(coherence="c_npmi")`` (``bnpzoo.coherence``); for a count matrix or bags of
+        words, whose documents have lost their token order, whole documents. ``coherence(docs)``
+        computes it over a reference corpus.
+    doc_concentration_ : the document level's b in the kept state.
+    documents_ : whether the document level ran.
+    tensors_ : the tensors behind the fitted arrays.
     """
 
     _parameter_constraints = {

@@ -65,7 +65,8 @@ def compare(fitted: dict, X, groups=None, *, labels=None, ic: str = "loo", num_d
     groups : the rows' groups, for the models that fit grouped rows (HDPGD).
     labels : true labels of X, optional: adds the ``nmi`` and ``acc`` columns.
     ic : "loo" (PSIS-LOO, default) or "waic".
-    num_draws : posterior draws a model. random_state : the draws' seed.
+    num_draws : posterior draws a model.
+    random_state : the draws' seed.
 
     Returns
     -------

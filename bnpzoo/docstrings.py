@@ -1,29 +1,68 @@
-"""An estimator's parameters as its docstring describes them: the one source of the CLI's help
-(``bnpzoo.registry``) and of the reference's parameter lists.
+"""An estimator's parameters and fitted attributes as its docstring describes them: the one source of
+the CLI's help (``bnpzoo.registry``) and of the reference's lists (``docs/conf.py``).
 
-The docstrings write a parameter as ``name : text`` (or ``name, other : text`` for several) at the
-start of an indented line, its text running on over more deeply indented lines."""
+The docstrings write an entry as ``name : text`` (or ``name, other : text`` for several) at the start
+of an indented line, its text running on over more deeply indented lines, in sections headed by a
+title underlined with dashes ("Parameters (keyword-only)", "Fitted attributes"); entries before the
+first title are parameters."""
 
+import inspect
 import re
 
-ENTRY = re.compile(r"^(?P<indent>\s*)(?P<names>[a-z_][a-z0-9_]*(?:, [a-z_][a-z0-9_]*)*) : (?P<text>.*)$")
+ENTRY = re.compile(r"^(?P<indent>\s*)(?P<names>[A-Za-z_][A-Za-z0-9_]*(?:, [A-Za-z_][A-Za-z0-9_]*)*) : (?P<text>.*)$")
+UNDERLINE = re.compile(r"^\s*-{3,}\s*$")
+PARAMETERS, FITTED = "Parameters", "Fitted attributes"
+
+
+def entries(doc: str):
+    """(section, names, text on one line, first line, last line) of every entry in ``doc``."""
+    lines, found, section = (doc or "").splitlines(), [], PARAMETERS
+    current = None
+    for number, line in enumerate(lines):
+        match = ENTRY.match(line)
+        if number + 1 < len(lines) and UNDERLINE.match(lines[number + 1]) and line.strip():
+            section, current = line.strip(), None
+        elif match:
+            current = [section, match["names"].split(", "), match["text"].strip(), number, number]
+            found.append(current)
+        elif current and line.strip() and len(line) - len(line.lstrip()) > len(ENTRY.match(lines[current[3]])["indent"]):
+            current[2] += " " + line.strip()
+            current[4] = number
+        else:
+            current = None
+    return [tuple(entry) for entry in found]
+
+
+def texts(cls, section: str = PARAMETERS) -> dict[str, str]:
+    """name -> the whole text of its entry, on one line, in the sections of ``cls``' docstring whose
+    title starts with ``section``."""
+    return {name: text for title, names, text, *_ in entries(cls.__doc__) if title.startswith(section)
+            for name in names}
 
 
 def parameter_texts(cls) -> dict[str, str]:
-    """name -> the whole text of its entry in ``cls``' docstring, on one line."""
-    texts, current, indent = {}, None, 0
-    for line in (cls.__doc__ or "").splitlines():
-        match = ENTRY.match(line)
-        if match:
-            current, indent = match["names"].split(", "), len(match["indent"])
-            for name in current:
-                texts[name] = match["text"].strip()
-        elif current and line.strip() and len(line) - len(line.lstrip()) > indent:
-            for name in current:
-                texts[name] += " " + line.strip()
-        else:
-            current = None
-    return texts
+    """name -> the whole text of its parameter entry in ``cls``' docstring."""
+    return texts(cls, PARAMETERS)
+
+
+def shared_entries(text: str, keep) -> str:
+    """The entries of ``text`` (an entry block shared by several estimators) that describe a name in
+    ``keep``, whole lines as written."""
+    lines = text.splitlines()
+    kept = [lines[first:last + 1] for _, names, _, first, last in entries(text) if set(names) & set(keep)]
+    return "\n" + "\n".join(line for block in kept for line in block) + "\n"
+
+
+def undocumented(cls, shared: str, fitted: str) -> str:
+    """What ``cls``' docstring gains from the shared blocks: the entries of ``shared`` for the
+    parameters its ``__init__`` takes and it does not describe itself, then a "Fitted attributes"
+    section of the entries of ``fitted`` that it has (``_fitted_attributes``, properties, and
+    ``tensors_``, which every estimator has)."""
+    own = parameter_texts(cls)
+    taken = [name for name in inspect.signature(cls).parameters if name not in own]
+    has = [name for _, names, *_ in entries(fitted) for name in names
+           if name in (*cls._fitted_attributes, "tensors_") or isinstance(getattr(cls, name, None), property)]
+    return shared_entries(shared, taken) + f"\n    {FITTED}\n    {'-' * len(FITTED)}" + shared_entries(fitted, has)
 
 
 def first_sentence(text: str, limit: int = 200) -> str:

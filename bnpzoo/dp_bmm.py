@@ -7,10 +7,11 @@ and the conjugate learners of the shared core (``bnpzoo.mixture``).
 
 from bnpzoo._validation import Interval, OneOf
 from bnpzoo.families.beta_bernoulli import BetaBernoulliFamily, prior_means
-from bnpzoo.mixture import COMMON_CONSTRAINTS, StickMixture
+from bnpzoo.mixture import COMMON_CONSTRAINTS, StickMixture, documented
 from bnpzoo.models.bernoulli_mixture import model as bernoulli_model
 
 
+@documented
 class DPBMM(StickMixture):
     """Stick-breaking mixture of Bernoulli distributions: each cluster a probability per binary feature,
     with a Beta prior centred on the data's mean (``models.bernoulli_mixture``).
@@ -28,8 +29,6 @@ class DPBMM(StickMixture):
         threshold: a feature above it is 1, else 0, in fit and prediction alike (as scikit-learn's
         ``BernoulliNB``), e.g. 0.5 for pixel intensities in [0, 1].
 
-    The other arguments, the fitted attributes (``means_`` are the clusters' probabilities,
-    ``covariances_`` their variances mu (1 - mu)) and the methods are those of ``DPGMM``.
     """
 
     _parameter_constraints = {

@@ -7,13 +7,14 @@ The one place that pairs ``models.dp_gmm`` with its family and the learners of t
 from bnpzoo._validation import Interval, OneOf, Scale
 from bnpzoo.families import COVARIANCES
 from bnpzoo.gaussian_components import LearnedCovariance
-from bnpzoo.mixture import COMMON_CONSTRAINTS, INFERENCE, SHARED_PARAMETERS, StickMixture
+from bnpzoo.mixture import COMMON_CONSTRAINTS, INFERENCE, StickMixture, documented
 from bnpzoo.models.dp_gmm import model as dp_gmm_model
 
 
+@documented
 class DPGMM(LearnedCovariance, StickMixture):
     """Dirichlet-process mixture of Gaussians, each cluster with its own covariance (by default) or
-all with one fixed diagonal variance sigma^2 (the model of [DPM-SGA]).
+    all with one fixed diagonal variance sigma^2 (the model of [DPM-SGA]).
 
     Parameters (keyword-only)
     ----------
@@ -81,5 +82,3 @@ all with one fixed diagonal variance sigma^2 (the model of [DPM-SGA]).
         return dict(alpha=self.alpha, covariance=self._family().covariance, sigma=std, prior_mean=prior_mean,
                     prior_precision=self.prior_precision)
 
-
-DPGMM.__doc__ += SHARED_PARAMETERS

@@ -128,16 +128,23 @@ class HDPGD(Estimator):
     random_state, dtype, device, verbose : the seed, the precision ("float32" or "float64"), where to
         fit, and a progress bar, as in ``DPGMM``.
 
-    Fitted attributes: ``labels_`` (global atom of each training row, by the fitted q), ``saliency_``
-    (E[eps_l1] per feature), ``weights_`` (E[psi_k]), ``group_weights_`` (M x K: each group's
-    expected mixing over the global atoms), ``atoms_per_group_`` (global atoms used by the rows of
-    each group), ``n_clusters_`` (global atoms used by some row), ``component_means_`` (K x D:
-    E[alpha] / (E[alpha] + E[beta]) of the transformed coordinates), ``elbo_trace_`` (vi: the
-    bound per iteration; online-vi: the memoized bound per pass, then each stream minibatch's
-    estimate of it, scaled to the data; svi: the
-    program's bound with z and phi summed out, a Monte-Carlo estimate every 10 steps),
-    ``converged_``, ``n_iter_``, ``n_passes_``, ``fit_seconds_``, ``n_features_in_``, ``groups_``
-    (the group labels, in the order of the group axis), ``posterior_`` (the global factors).
+    Fitted attributes
+    -----------------
+    labels_ : the global atom of each training row, by the fitted q.
+    saliency_ : E[eps_l1] per feature, how relevant each feature is.
+    weights_ : E[psi_k], the global atoms' weights.
+    group_weights_ : (M x K) each group's expected mixing over the global atoms.
+    atoms_per_group_ : the global atoms used by the rows of each group.
+    n_clusters_ : the global atoms used by some row.
+    component_means_ : (K x D) E[alpha] / (E[alpha] + E[beta]) of the transformed coordinates.
+    elbo_trace_ : vi: the bound per iteration; online-vi: the memoized bound per pass, then each
+        stream minibatch's estimate of it, scaled to the data; svi: the program's bound with z and
+        phi summed out, a Monte-Carlo estimate every 10 steps.
+    converged_, n_iter_, n_passes_ : whether the convergence test passed, the iterations (steps) and
+        the passes over the data run.
+    fit_seconds_, n_features_in_ : the fit's wall time in seconds, and D.
+    groups_ : the group labels, in the order of the group axis.
+    posterior_ : the global factors (a dict of tensors).
     """
 
     _parameter_constraints = {

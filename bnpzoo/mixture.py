@@ -32,6 +32,7 @@ import torch
 from bnpzoo._validation import SEED, Interval, OneOf, batch_features, is_stream
 from bnpzoo.base import FittedTensor, MixtureEstimator, as_numpy, offered_if, warn_if_unconverged
 from bnpzoo.caller_state import keeps_caller_state
+from bnpzoo.docstrings import undocumented
 from bnpzoo.families import ComponentPrior, TracedFamily
 from bnpzoo.inference import data_parallel
 from bnpzoo.inference.kmeans import kmeans, nearest_centres
@@ -147,21 +148,40 @@ SHARED_PARAMETERS = """
         ranks' minibatches (``inference.data_parallel``), the K-means start runs on a sample of every
         rank's rows, and every rank ends with the same fitted model (``bnpzoo.rank_rows`` gives a
         rank its share of a whole array, a memory-mapped file's included).
-
-    Fitted attributes: ``means_`` (K' x D), ``sticks_`` (K' - 1), ``weights_`` (K'),
-    ``n_clusters_`` (K'), ``scale_`` (the component standard deviation, one per feature),
-    ``elbo_trace_`` (the learner's objective per iteration), ``phase_starts_`` (where in
-    ``elbo_trace_`` each prior phase begins: the bound changes there), ``converged_``, ``n_iter_``,
-    ``counts_`` (expected training samples per cluster), ``n_features_in_``, ``fit_seconds_``,
-    ``elbo_seconds_`` (wall time since the start of the fit call, initialisation included, of each
-    value in ``elbo_trace_``; the SVI learners evaluate the bound every 10 steps on a fixed
-    minibatch), ``labels_`` (each training row's cluster). The arrays are numpy arrays, as
-    scikit-learn's; the tensors behind them, on the fit's device, are ``tensors_["means_"]``, ...
-
-    ``partial_fit(X)`` (the papers' learners): one pass of minibatch steps over X, resuming the previous
-    call's parameters and optimizer state; each batch stands in for the data set (N = len(X)). X may
-    be a stream of batches (a generator, a DataLoader): one such pass per batch. The stream keeps
-    its first fit's precision and device (after ``load`` too): later batches are converted to them.
+"""
+# every stick mixture's fitted attributes (an estimator's docstring lists those it has: ``docstrings.undocumented``)
+FITTED_ATTRIBUTES = """
+    means_ : (K' x D) the clusters' means (DPBMM: their probabilities of a 1), K' the clusters kept.
+    covariances_ : the clusters' covariances at the fitted precisions, in scikit-learn's shapes: (K', D,
+        D) full, (K', D) diag and fixed, (K',) spherical (DPBMM: the variances mu (1 - mu)).
+    components_ : the learned spreads as the family holds them (a dict of tensors, one row per cluster:
+        the Normal-Wishart's or Normal-Gamma's fitted precision factors); {} on a fixed scale.
+    covariance_type_ : the component family the fit used ("full", "diag", "spherical" or "fixed"), the
+        ``covariance=None`` rule resolved.
+    sticks_ : (K' - 1) the stick-breaking fractions of the kept clusters.
+    weights_ : (K') the mixing weights.
+    n_clusters_ : K', the clusters kept after pruning.
+    scale_ : the component standard deviation, one per feature (the fixed scale, or on a learned one
+        the data-driven scale the start used).
+    sigma_ : ``scale_`` by its old name.
+    rho_ : the generalized Gaussian's shape used (``rho``, else from ``likelihood``).
+    mean_scale_ : (K' x D) the posterior standard deviation of each mean (the conjugate factor's, or
+        the Laplace approximation's at the point estimate), which ``to_arviz`` draws from.
+    stick_concentration_ : (2 x (K' - 1)) the sticks' conjugate factors q(v_k) = Beta(a_k + N_k, b_k
+        + N_{>k}) at the fitted assignments.
+    elbo_trace_ : the learner's objective per iteration (the SVI learners: every 10 steps, on a fixed
+        minibatch).
+    elbo_seconds_ : wall time since the start of the fit call, initialisation included, of each value
+        in ``elbo_trace_``.
+    phase_starts_ : where in ``elbo_trace_`` each prior phase begins (the bound changes there).
+    converged_, n_iter_ : whether the convergence test passed, and the iterations (SVI: steps) run.
+    counts_ : (K') the expected training samples per cluster.
+    labels_ : each training row's cluster (in a data-parallel fit, this rank's rows; in a stream, the
+        last batch's).
+    n_features_in_, fit_seconds_ : D, and the fit's wall time in seconds.
+    model_kwargs_ : the program's keyword arguments, the data-driven defaults filled in.
+    tensors_ : the tensors behind the fitted arrays, on the fit's device (``tensors_["means_"]``, ...);
+        the attributes themselves are numpy arrays, as scikit-learn's.
 """
 FITTED = ("means_", "components_", "sticks_", "weights_", "n_clusters_", "scale_", "elbo_trace_", "phase_starts_",
           "converged_", "n_iter_", "counts_", "n_features_in_", "fit_seconds_", "mean_scale_", "stick_concentration_",
@@ -233,7 +253,7 @@ class StickMixture(MixtureEstimator):
     def partial_fit(self, X, y=None):
         """One pass of minibatch steps over the batch X, resuming the last call; or, for a stream of
         batches (any iterable of arrays that is not an array itself: a generator, a DataLoader), one
-        such call per batch. Returns self. A stream keeps the precision and device of its first fit
+        such call per batch; each batch stands in for the data set (N = len(X)). Returns self. A stream keeps the precision and device of its first fit
         (a loaded one's too): later batches are converted to them, so float32 rows continue a
         float64 model in float64."""
         if is_stream(X):
@@ -621,6 +641,14 @@ class StickMixture(MixtureEstimator):
         return torch.logsumexp(draw["weights"].log() + self._family().log_density(x, point), 1)
 
 
+def documented(cls):
+    """Decorate a stick mixture: its docstring gains the entries of ``SHARED_PARAMETERS`` for the
+    parameters it takes and does not describe, and ``FITTED_ATTRIBUTES``' for those it has."""
+    cls.__doc__ += undocumented(cls, SHARED_PARAMETERS, FITTED_ATTRIBUTES)
+    return cls
+
+
+@documented
 class MixtureSVI(StickMixture):
     """Fit your own stick-breaking mixture program with the generic SVI learners.
 
@@ -643,9 +671,18 @@ class MixtureSVI(StickMixture):
     ``DPGMM``); the means' Occam term of the zoo's own families needs their likelihood, and is
     not applied to a user's program.
 
-    Learners: ``vi``, ``sga``, ``sga-momentum``, ``svmm``, ``svmm-mgrad``, ``svmm-grad`` (those
-    that need no closed form). The other arguments are those of ``DPGMM``. ``load`` needs the
-    program again: ``MixtureSVI.load(path, model=my_model.model)``.
+    ``load`` needs the program again: ``MixtureSVI.load(path, model=my_model.model)``.
+
+    Parameters (keyword-only)
+    ----------
+    model : the Pyro program to fit (a callable keeping the contract above).
+    inference : the learner: "vi", "sga", "sga-momentum", "svmm", "svmm-mgrad" or "svmm-grad" (those
+        that need no closed form), as ``DPGMM``'s.
+    model_kwargs : a dict of the program's keyword arguments (None: its defaults, with the data-driven
+        scale and prior mean).
+    truncation : int, K, the most clusters the fit can use.
+    pruning_precision : the learners' pruning phase runs with the program's ``prior_precision`` set to
+        it (where the program takes one); then with the program's own. 0: no pruning phase.
     """
 
     _parameter_constraints = {

@@ -8,12 +8,13 @@ The one place that pairs ``models.pyp_ggm`` with its family and the learners of 
 from bnpzoo._validation import Interval, OneOf, Scale
 from bnpzoo.families import COVARIANCES
 from bnpzoo.gaussian_components import LearnedCovariance
-from bnpzoo.mixture import COMMON_CONSTRAINTS, INFERENCE, SHARED_PARAMETERS, StickMixture
+from bnpzoo.mixture import COMMON_CONSTRAINTS, INFERENCE, StickMixture, documented
 from bnpzoo.models.pyp_ggm import model as pyp_ggm_model
 
 LIKELIHOODS = {"gaussian": 2.0, "laplace": 1.0}
 
 
+@documented
 class PYPGGM(LearnedCovariance, StickMixture):
     """Pitman-Yor process mixture of generalized Gaussians, GGD(x | B, s, rho) per feature with s
     and rho fixed ([PYPM-sVMM] eq. (1)-(3)); the means' posterior is conjugate only at rho = 2,
@@ -95,5 +96,3 @@ class PYPGGM(LearnedCovariance, StickMixture):
         return dict(alpha=self.alpha, discount=self.discount, scale=std, rho=self.rho_,
                     covariance=self._family().covariance, prior_mean=prior_mean, prior_precision=self.prior_precision)
 
-
-PYPGGM.__doc__ += SHARED_PARAMETERS
