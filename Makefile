@@ -12,7 +12,7 @@ TORCH_SPEC ?= torch==2.13.0
 TORCH_FLAGS ?=
 comma := ,
 
-.PHONY: install compare test test-slow test-latest lock bench notebooks clean
+.PHONY: install compare test test-slow test-latest lock bench notebooks docs clean
 
 # $(call environment,FOLDER,PIP CONSTRAINT FLAGS,EXTRAS): a new virtual environment in FOLDER
 define environment
@@ -65,12 +65,19 @@ bench: $(VENV)/.installed
 	$(VENV)/bin/python benchmarks/bench_coupled_rhat.py
 	$(VENV)/bin/python benchmarks/bench_coupled_scale.py
 
-# The tutorials as notebooks, executed (outputs and figures in place) by the set-up's own nbclient
-# and ipykernel: they open in any notebook viewer, and rerun in Jupyter or VS Code.
-# tutorials/*.ipynb from their sources, and each one run into build/notebooks/ (docs/notebooks.py)
+# The tutorials as notebooks: tutorials/*.ipynb from their sources, and each one executed by the
+# set-up's own nbclient and ipykernel into docs/tutorials/ with its outputs and figures
+# (docs/notebooks.py; a warning printed in any cell fails it).
 notebooks: $(VENV)/.installed
 	$(VENV)/bin/python docs/notebooks.py --execute
 
+# The documentation site, into build/docs/ (open build/docs/index.html): the guide, the API
+# reference from the docstrings, the executed tutorials, the benchmark reports. Any Sphinx
+# warning is an error, as in tests/test_docs.py.
+docs: notebooks
+	$(VENV)/bin/sphinx-build -W --keep-going -q -c docs -b html . build/docs
+	@echo "==> build/docs/index.html"
+
 clean:
-	rm -rf $(VENV) $(LATEST) results *.egg-info
+	rm -rf $(VENV) $(LATEST) results build docs/tutorials *.egg-info
 

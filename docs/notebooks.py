@@ -5,10 +5,11 @@
                                         they match their sources
     python docs/notebooks.py --execute  also run each one top to bottom in a scratch folder (the
                                         files a tutorial writes stay there) and write it, with its
-                                        outputs, to build/notebooks/; any warning or error text in an
-                                        output fails it, naming the notebook and the cell
+                                        outputs, to docs/tutorials/ (not committed), where the
+                                        documentation site renders it; any warning or error text in
+                                        an output fails it, naming the notebook and the cell
 
-``make notebooks`` runs the second; the working tree is left as it was.
+``make notebooks`` runs the second; ``git status`` stays clean.
 """
 
 import argparse
@@ -21,7 +22,7 @@ import jupytext
 
 ROOT = Path(__file__).resolve().parents[1]
 TUTORIALS = sorted((ROOT / "tutorials").glob("[0-9]*.py"))  # not the files a tutorial writes
-EXECUTED = ROOT / "build" / "notebooks"
+EXECUTED = ROOT / "docs" / "tutorials"
 WARNING_TEXT = ("Warning", "warning:", "Traceback", "Error")
 
 
@@ -56,7 +57,7 @@ def execute(source: Path):
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--execute", action="store_true", help="also run each notebook, into build/notebooks/")
+    parser.add_argument("--execute", action="store_true", help="also run each notebook, into docs/tutorials/")
     args = parser.parse_args(argv)
     problems = []
     for source in TUTORIALS:

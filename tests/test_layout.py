@@ -13,7 +13,7 @@ import bnpzoo
 from bnpzoo.base import Estimator
 
 ROOT = Path(__file__).resolve().parents[1]
-DOCS = [ROOT / "README.md", ROOT / "docs" / "guide.md"]
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 
 
 def _estimator_modules() -> set:
@@ -83,7 +83,8 @@ def _resolves(dotted: str) -> bool:
 @pytest.mark.parametrize("doc", DOCS, ids=lambda p: p.name)
 def test_every_path_and_module_the_documents_name_exists(doc):
     names = list(_documented_names(doc.read_text()))
-    assert sum(kind == "path" for kind, _ in names) >= 3 and any(kind == "module" for kind, _ in names)
+    if doc.name in ("README.md", "guide.md"):  # the finder finds what these name
+        assert sum(kind == "path" for kind, _ in names) >= 3 and any(kind == "module" for kind, _ in names)
     missing = [span for kind, span in names
                if (kind == "path" and not (doc.parent / span).exists() and not (ROOT / span).exists())
                or (kind == "module" and not _resolves(span))]

@@ -1,0 +1,72 @@
+"""The documentation site (Sphinx): ``make docs`` builds it into build/docs/ (README, "Documentation").
+
+The API reference is the estimators' docstrings; ``bnpzoo.docstrings`` reads their entries (the CLI's
+help reads the same ones) and ``as_rest`` below lays each section out as a definition list. The
+tutorials are the notebooks ``make notebooks`` executed (``docs/tutorials/``, not committed), shown
+with their outputs and figures as they ran."""
+
+import re
+from pathlib import Path
+
+from bnpzoo import __version__
+from bnpzoo.docstrings import ENTRY, UNDERLINE
+
+project = "bnpzoo"
+author = "the bnpzoo developers"
+copyright = "2026, " + author
+release = version = __version__
+
+extensions = ["sphinx.ext.autodoc", "myst_nb"]
+source_suffix = {".md": "myst-nb", ".ipynb": "myst-nb"}
+# the repository is the source folder (sphinx-build -c docs . build/docs), so that the guide's links
+# to the benchmark reports are the same paths on GitHub and on the site
+root_doc = "docs/index"
+include_patterns = ["docs/**", "benchmarks/reports/*.md", "benchmarks/reports/*.png"]
+exclude_patterns = ["docs/notebooks.py", "docs/conf.py"]
+html_extra_path = ["_root"]  # index.html at the site's top, pointing to docs/index.html
+nb_execution_mode = "off"  # executed once, by `make notebooks` (tests/test_tutorials.py runs them too)
+nb_output_stderr = "remove-warn"  # none is expected: docs/notebooks.py fails a notebook that prints one
+myst_enable_extensions = ["dollarmath"]
+myst_heading_anchors = 3
+
+html_theme = "furo"
+html_title = f"bnpzoo {version}"
+autodoc_member_order = "bysource"
+autodoc_default_options = {"members": True, "inherited-members": True, "undoc-members": False,
+                           "exclude-members": "get_params, set_params"}
+autodoc_typehints = "none"
+
+
+def as_rest(lines: list[str]) -> list[str]:
+    """A bnpzoo docstring as reST: each titled section a rubric, each ``name : text`` entry a
+    definition (the names in code, the text on one line)."""
+    out, number = [], 0
+    while number < len(lines):
+        line = lines[number]
+        if number + 1 < len(lines) and UNDERLINE.match(lines[number + 1]) and line.strip():
+            out += [f".. rubric:: {line.strip()}", ""]
+            number += 2
+            continue
+        match = ENTRY.match(line)
+        if match:
+            indent = len(line) - len(line.lstrip())
+            text = match["text"].strip()
+            number += 1
+            while number < len(lines) and lines[number].strip() and \
+                    len(lines[number]) - len(lines[number].lstrip()) > indent:
+                text += " " + lines[number].strip()
+                number += 1
+            names = ", ".join(f"``{name}``" for name in match["names"].split(", "))
+            out += [" " * indent + names, " " * (indent + 4) + text]
+            continue
+        out.append(line)
+        number += 1
+    return out
+
+
+def _process(app, what, name, obj, options, lines):
+    lines[:] = as_rest(lines)
+
+
+def setup(app):
+    app.connect("autodoc-process-docstring", _process)
