@@ -26,6 +26,7 @@ exclude_patterns = ["docs/notebooks.py", "docs/conf.py"]
 html_extra_path = ["_root"]  # index.html at the site's top, pointing to docs/index.html
 nb_execution_mode = "off"  # executed once, by `make notebooks` (tests/test_tutorials.py runs them too)
 nb_output_stderr = "remove-warn"  # none is expected: docs/notebooks.py fails a notebook that prints one
+nb_merge_streams = True  # the prints of a cell in one block, as Jupyter shows them
 myst_enable_extensions = ["dollarmath"]
 myst_heading_anchors = 3
 
@@ -68,5 +69,14 @@ def _process(app, what, name, obj, options, lines):
     lines[:] = as_rest(lines)
 
 
+def _methods_only(app, what, name, obj, skip, options):
+    """A class's members are its methods: its fitted attributes (descriptors and properties) are
+    listed by its docstring's "Fitted attributes" section."""
+    if what == "class" and not callable(obj) and not isinstance(obj, (classmethod, staticmethod)):
+        return True
+    return None
+
+
 def setup(app):
     app.connect("autodoc-process-docstring", _process)
+    app.connect("autodoc-skip-member", _methods_only)
