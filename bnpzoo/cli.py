@@ -142,8 +142,8 @@ def _load(args, model: str | None):
                          else f"coupled-dp fits a grouped corpus (.txt with --groups, a count matrix with --groups, "
                               f"or digits-bags), not {dataset.name}")
     if (grouped or (entry is not None and entry.needs_groups)) and dataset.groups is None:
-        raise UsageError(f"{model} needs groups for {dataset.name}: give --groups, one integer per "
-                         f"{'document' if grouped else 'row'}")
+        raise UsageError(f"{model} needs groups for {dataset.name}: give --groups, one label (an integer or a "
+                         f"name) per {'document' if grouped else 'row'}")
     if not grouped and held_out is not None:
         raise UsageError("--test-data (a held-out corpus) applies to the topic model coupled-dp")
     return dataset, held_out

@@ -260,7 +260,7 @@ def load(spec: str, labels=None, groups=None, *, as_corpus: bool | None = None) 
     if labels is not None:
         data.labels = read_labels(labels, data.X.shape[0])
     if groups is not None:
-        data.groups = read_integers(groups, data.X.shape[0], what="groups", of="rows", minimum=0)
+        data.groups = read_integers(groups, data.X.shape[0], what="groups", of="rows", minimum=0, names=True)
     return data
 
 

@@ -25,6 +25,7 @@ import torch
 from bnpzoo._validation import SEED, Interval, OneOf
 from bnpzoo.base import Estimator, offered_if, warn_if_unconverged
 from bnpzoo.caller_state import keeps_caller_state
+from bnpzoo.corpus import group_labels
 from bnpzoo.inference.conjugate import expected_log_weights
 from bnpzoo.inference.hdp_gd.learner import Schedule, fit_batch, fit_memoized, online_pass
 from bnpzoo.inference.hdp_gd.svi import fit_svi
@@ -143,7 +144,7 @@ class HDPGD(Estimator):
     converged_, n_iter_, n_passes_ : whether the convergence test passed, the iterations (steps) and
         the passes over the data run.
     fit_seconds_, n_features_in_ : the fit's wall time in seconds, and D.
-    groups_ : the group labels, in the order of the group axis.
+    groups_ : the group labels as given (integers or names), sorted: the order of the group axis.
     posterior_ : the global factors (a dict of tensors).
     """
 
@@ -218,20 +219,21 @@ class HDPGD(Estimator):
     def _group_index(self, groups, n: int, device, *, fitting: bool) -> torch.Tensor:
         if groups is None:
             if fitting:
-                raise ValueError("HDPGD.fit needs groups: one integer group label per row of X")
+                raise ValueError("HDPGD.fit needs groups: one group label (an integer or a name) per row of X")
             return None
-        g = np.asarray(groups)
-        if g.ndim != 1 or g.shape[0] != n:
-            raise ValueError(f"groups must hold one label per row of X ({n}), got shape {g.shape}")
-        if g.dtype.kind not in "iu":
-            raise ValueError(f"groups must be integer labels, got dtype {g.dtype}")
+        if np.shape(groups) != (n,):
+            raise ValueError(f"groups must hold one label per row of X ({n}), got shape {np.shape(groups)}")
+        values, index = group_labels(groups)  # integers or names, kept as given in groups_
         if fitting:
-            self.groups_, index = np.unique(g, return_inverse=True)
+            self.groups_ = values
         else:
-            index = np.searchsorted(self.groups_, g).clip(0, len(self.groups_) - 1)
-            unseen = self.groups_[index] != g
+            position = np.searchsorted(self.groups_, values).clip(0, len(self.groups_) - 1) \
+                if values.dtype.kind == self.groups_.dtype.kind else np.zeros(len(values), dtype=np.int64)
+            unseen = self.groups_[position] != values
             if unseen.any():
-                raise ValueError(f"group {g[unseen][0]} was not in the fit; pass groups=None to use the global mixture")
+                raise ValueError(f"group {values[unseen][0].item()!r} was not in the fit; pass groups=None to use the "
+                                 "global mixture")
+            index = position[index]
         return torch.as_tensor(index, device=device)
 
     def _observations(self, X, groups, device, *, fitting: bool = False):
@@ -251,7 +253,7 @@ class HDPGD(Estimator):
     @fit_threads
     @keeps_caller_state
     def fit(self, X, groups=None):
-        """Fit on proportion vectors X (N x D) in ``groups`` (N integer labels); returns self."""
+        """Fit on proportion vectors X (N x D) in ``groups`` (N labels, integers or names); returns self."""
         self._validate_params()
         self._forget_fit("_stream_rng")
         obs, order, _ = self._observations(X, groups, self._device_for(X), fitting=True)
