@@ -47,7 +47,7 @@ from bnpzoo.ops import (conjugate_sticks, default_sigma, relative_spreads, stick
 from bnpzoo.threads import fit_threads, small_work
 
 INFERENCE = ("vmm", *LEARNERS)
-STOCHASTIC = tuple(name for name in LEARNERS if name != "vi")
+STOCHASTIC = tuple(name for name, learner in LEARNERS.items() if learner.streams)
 # the least rows of vmm's K-means start (at least 20 per cluster, as for the stochastic learners):
 # a sample of 2,000 gave the NMI of all the rows in a fraction of the time (benchmarks/reports/speed.md)
 KMEANS_SAMPLE = 2000
@@ -123,7 +123,7 @@ SHARED_PARAMETERS = """
         Adam 0.05 for vi, 0.1 for sga-fisher as in [DPM-SGA], 0.02 for svmm). On the conjugate
         factors (the Gaussian and Bernoulli families; on the fixed scale every learner but vi) eta
         is a fraction of the natural gradient (1: the minibatch's conjugate optimum), and
-        sga-momentum's default is 0.01 (``session.NATURAL_RATES``). Elsewhere (the Laplace family,
+        sga-momentum's default is 0.01 (``session.Learner.natural_rate``). Elsewhere (the Laplace family,
         vi on the fixed scale, a user's program): vi and svmm move
         each coordinate by about eta whatever its gradient, so their eta for the means is in units
         of the component's standard deviation, one per feature. For sga,
@@ -415,9 +415,10 @@ class StickMixture(MixtureEstimator):
         unless asked otherwise, for every learner but vi (which sums them out): natgrad-svi with
         responsibilities there gave digits' NMI 0.674 against 0.721 (random_state 0 to 4; vmm 0.730;
         0.711 once the pruning phase took vmm's pace, ``session.StochasticSession._settled``)."""
+        learner = LEARNERS.get(self.inference)  # None: vmm
         if self.assignment is None:  # soft for a learned spread: hard VB cuts overlapping clusters apart
-            return self.inference != "vi" and not self._family().learns_spread
-        if self.inference == "sga-fisher" and self.assignment == "soft":
+            return not (learner and learner.enumerates) and not self._family().learns_spread
+        if learner and learner.needs == "fisher" and self.assignment == "soft":
             # F collects r_nk^2 while g collects r_nk: diffuse clusters get steps of order 1 / r_nk
             raise ValueError("assignment='soft' does not suit sga-fisher: its per-sample Fisher needs "
                              "one-hot assignments ([DPM-SGA] eq. (15)); use assignment='hard' or None")
@@ -443,7 +444,7 @@ class StickMixture(MixtureEstimator):
             return min(self.batch_size, n)
         if self._grows():  # their births and merges are judged once a pass (``inference.stick_mixture.memo``)
             return memo_batch_size(n)
-        return n if self.inference == "vi" else min(n, 1000)
+        return n if LEARNERS[self.inference].enumerates else min(n, 1000)
 
     # the bound's prior terms, called by the SVI session with its current prior settings
     _log_prior = staticmethod(prior_terms)
@@ -463,7 +464,7 @@ class StickMixture(MixtureEstimator):
                 raise ValueError(f"the SVI learners need truncation >= 2 and at least 2 samples to start, got "
                                  f"truncation={self.truncation} and {x.shape[0]} samples")
             # vi starts from all the rows (from a sample of each rank's, in a data-parallel fit)
-            floor = batch if self.inference != "vi" else x.shape[0] if group is None else KMEANS_SAMPLE
+            floor = batch if not LEARNERS[self.inference].enumerates else x.shape[0] if group is None else KMEANS_SAMPLE
             sample = self._start_sample(x, floor)
             grows = self._grows()
             init_means, labels, std, prior_mean, sample = self._start(x, sample, most=START_CLUSTERS if grows and

@@ -388,6 +388,6 @@ def test_the_same_seed_gives_bitwise_identical_parameters_in_two_processes():
                                       check=True).stdout.strip().splitlines()[-1]) for _ in range(2)]
     # ten distinct fits, each reproduced: svmm-grad is sga under another name ([PYPM-sVMM] case 1), and
     # with a learned covariance (these blobs' default) sga-fisher's preconditioner is the exact Fisher
-    # of the conjugate factors, so its step is sga's on the natural gradient (session.NATURAL_RULES)
+    # of the conjugate factors, so its step is sga's on the natural gradient (session.Learner.natural_rule)
     assert len(runs[0]) == 12 and len(set(runs[0].values())) == 10 and runs[0] == runs[1]
     assert runs[0]["sga"] == runs[0]["svmm-grad"] == runs[0]["sga-fisher"]

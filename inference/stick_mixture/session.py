@@ -19,7 +19,7 @@ the minibatch's statistics scaled by N / M ([PYPM-sVMM] eq. (10)); theta_hat - t
 natural gradient of the bound, the gradient preconditioned by the exact Fisher information of q
 (Hoffman, Blei, Wang and Paisley, "Stochastic variational inference", JMLR 2013), the direction
 [PYPM-sVMM] eq. (12) calls the steepest.
-Each learner applies its own rule to that direction (``NATURAL_RULES``; eta a fraction of it):
+Each learner applies its own rule to that direction (``Learner.natural_rule``; eta a fraction of it):
 
     sga, svmm-grad   theta + eta g                     [DPM-SGA] eq. (6); [PYPM-sVMM] case 1
     sga-fisher       the same: its preconditioner F is the Fisher, here exact ([DPM-SGA] eq. (8)
@@ -85,45 +85,55 @@ from bnpzoo.ops import conjugate_sticks, stick_breaking_log_weights
 
 @dataclass(frozen=True)
 class Learner:
+    """One SVI learner, all that the session and the estimators need to know of it (``LEARNERS``)."""
+
     guide: str  # "map", "natural", or "chosen" (the estimator's ``guide`` argument)
     learning_rate: float | None  # default step size (None: the rule has none)
     make_optim: callable  # (learning rate, per-parameter step unit or None, FisherBoard) -> PyroOptim
+    natural_rule: callable  # learning rate -> its rule on the conjugate factors' natural gradient (module docstring)
     unit: str | None = None  # "gradient" or "normalised": the unit of its step (StochasticSession)
     needs: str | None = None  # the family's closed form it cannot run without
+    # the rule's own default step on the natural gradient, where not ``learning_rate``: momentum's
+    # steady step eta / (1 - 0.9) is then sga's 0.1 (at 0.02, twice it: digits' NMI 0.707 against
+    # 0.721, random_state 0 to 4)
+    natural_rate: float | None = None
+    convex: bool = False  # theta + eta g on the natural gradient: a convex combination for eta <= 1
+    # assignments summed out by enumeration over every row (Pyro's SVI with Adam): its default batch
+    # is the data, its K-means start every row, and it never takes the papers' MAP assignments
+    enumerates: bool = False
+
+    @property
+    def streams(self) -> bool:
+        """Whether it is a minibatch learner, with ``partial_fit``: all but the full-batch one."""
+        return not self.enumerates
+
+    def default_rate(self, natural: bool) -> float | None:
+        """Its step when the caller gives none: on the natural gradient (``natural``) or on the guide's own parameters."""
+        return self.natural_rate if natural and self.natural_rate is not None else self.learning_rate
 
 
+# natural_rule: each rule on the conjugate factors' natural gradient theta_hat - theta (the module
+# docstring), eta a fraction of it (1: the conjugate optimum of the minibatch)
 LEARNERS = {
     "vi": Learner("chosen", 0.05, lambda lr, unit, board: optimizers.adam(lr, lr_scale=unit),
-                  unit="normalised"),
-    "sga": Learner("map", 0.1, lambda lr, unit, board: optimizers.sga(lr, lr_scale=unit), unit="gradient"),
+                  lambda lr: optimizers.adam(lr, normalised=False), unit="normalised", enumerates=True),
+    "sga": Learner("map", 0.1, lambda lr, unit, board: optimizers.sga(lr, lr_scale=unit), optimizers.sga,
+                   unit="gradient", convex=True),
     "sga-momentum": Learner("map", 0.02, lambda lr, unit, board: optimizers.sga_momentum(lr, lr_scale=unit),
-                            unit="gradient"),
-    "sga-fisher": Learner("map", 0.1, lambda lr, unit, board: optimizers.sga_fisher(board, lr), needs="fisher"),
+                            optimizers.sga_momentum, unit="gradient", natural_rate=0.01),
+    "sga-fisher": Learner("map", 0.1, lambda lr, unit, board: optimizers.sga_fisher(board, lr), optimizers.sga,
+                          needs="fisher", convex=True),
     "svmm": Learner("map", 0.02, lambda lr, unit, board: optimizers.svmm(lr, direction="fisher", lr_scale=unit),
-                    unit="normalised"),
+                    lambda lr: optimizers.svmm(lr, direction="momentum"), unit="normalised"),
     "svmm-mgrad": Learner("map", 0.1, lambda lr, unit, board: optimizers.svmm(lr, direction="momentum",
-                                                                              lr_scale=unit), unit="gradient"),
+                                                                              lr_scale=unit),
+                          lambda lr: optimizers.svmm(lr, direction="momentum"), unit="gradient"),
     "svmm-grad": Learner("map", 0.1, lambda lr, unit, board: optimizers.svmm(lr, direction="gradient",
-                                                                             lr_scale=unit), unit="gradient"),
+                                                                             lr_scale=unit), optimizers.sga,
+                         unit="gradient", convex=True),
     "natgrad-svi": Learner("natural", None, lambda lr, unit, board: optimizers.natural_gradient_svi(),
-                           needs="natural"),
+                           lambda lr: optimizers.natural_gradient_svi(), needs="natural", convex=True),
 }
-# the rules on the conjugate factors' natural gradient theta_hat - theta (the module docstring):
-# eta is a fraction of it (1: the conjugate optimum of the minibatch)
-NATURAL_RULES = {
-    "vi": lambda lr: optimizers.adam(lr, normalised=False),
-    "sga": optimizers.sga,
-    "sga-momentum": optimizers.sga_momentum,
-    "sga-fisher": optimizers.sga,
-    "svmm": lambda lr: optimizers.svmm(lr, direction="momentum"),
-    "svmm-mgrad": lambda lr: optimizers.svmm(lr, direction="momentum"),
-    "svmm-grad": optimizers.sga,
-    "natgrad-svi": lambda lr: optimizers.natural_gradient_svi(),
-}
-# a natural rule's own default step, where not the learner's: momentum's steady step eta / (1 - 0.9)
-# is then sga's 0.1 (at 0.02, twice it: digits' NMI 0.707 against 0.721, random_state 0 to 4)
-NATURAL_RATES = {"sga-momentum": 0.01}
-CONVEX_RULES = ("sga", "sga-fisher", "svmm-grad", "natgrad-svi")  # theta + eta g: convex for eta <= 1
 REFINED_MOVES = 3  # the best merges (births) refined once no memoized move pays (``_refine``) ...
 SETTLED = 1e-3  # ... and the record's memoized bound moved by at most this fraction since the last
 SPLIT_AXES = 3  # a cluster's principal axes across which a refined birth proposes halves
@@ -191,7 +201,7 @@ class StochasticSession:
         self.n_clusters = init_means.shape[0] if truncation is None else truncation
         self.model_kwargs = dict(model_kwargs, truncation=init_means.shape[0])
         self.board = optimizers.FisherBoard()
-        default = NATURAL_RATES.get(learner, spec.learning_rate) if self.kind == "natural" else spec.learning_rate
+        default = spec.default_rate(natural=self.kind == "natural")
         lr = self.learning_rate = learning_rate if learning_rate is not None else default
         # step units. The rules whose step scales with g: g of a cluster of weight pi_k is about
         # pi_k I (mean - mu_k) for its mean, I the location's Fisher information per feature, and
@@ -208,7 +218,7 @@ class StochasticSession:
         units = {"gradient": {"mu_map": k / self.information, "v_map": float(k)},
                  "normalised": {"mu_map": std, "mu_loc": std, "v_map": 1.0}}
         if self.kind == "natural":  # each rule on the natural gradient theta_hat - theta (the module docstring)
-            self.optim = NATURAL_RULES[learner](lr)
+            self.optim = spec.natural_rule(lr)
         else:
             self.optim = spec.make_optim(lr, units.get(spec.unit), self.board)
         self.fisher = spec.needs == "fisher" and self.kind != "natural"
@@ -216,7 +226,7 @@ class StochasticSession:
         self.moves = moves and self.kind == "natural"  # births and merges (one process)
         # a rule that is not a convex combination of theta and theta_hat can leave the factors' domain:
         # checked after each step (``_keep_proper``; a Cholesky per cluster and a host sync a step)
-        self.guarded = self.kind == "natural" and not (learner in CONVEX_RULES and (lr is None or lr <= 1))
+        self.guarded = self.kind == "natural" and not (spec.convex and (lr is None or lr <= 1))
         init_sticks = update_sticks(init_counts, **self.sticks_prior)
         if self.kind == "map":
             self.guide = guides.map_guide(init_means, init_sticks)
