@@ -22,6 +22,7 @@ failure is a ValueError that names the file and the line, row or entry at fault.
 
 import numbers
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -68,10 +69,14 @@ def as_words(docs) -> list:
 def as_sequence(X):
     """X as a list where it holds documents in another container (a pandas Series, a 1-D numpy
     array of strings or objects, a generator or another iterator); X itself otherwise. One string
-    is refused: it would be read as a corpus of one-letter documents."""
+    is refused (it would be read as a corpus of one-letter documents), and so is a mapping (its keys
+    would be the documents)."""
     if isinstance(X, str):
         shown = repr(X) if len(X) <= 30 else repr(X[:30]) + "..."
         raise ValueError(f"X is one string ({shown}): a corpus is a sequence of documents; give [X] for one document")
+    if isinstance(X, Mapping):
+        raise ValueError(f"X is a {type(X).__name__}: a corpus is a sequence of documents (texts, token lists, "
+                         "bags of words); give list(X.values()) if its values are the documents")
     kind = getattr(getattr(X, "dtype", None), "kind", None)
     if kind in ("U", "S", "O") and getattr(X, "ndim", 0) == 1 and hasattr(X, "tolist"):  # numpy, pandas
         return X.tolist()

@@ -38,6 +38,7 @@ def test_token_lists_from_pandas_split_are_documents():
     (["a b", "b c", float("nan"), "c d"], r"X\[2\] is nan, not a text"),
     ([["a", None], ["b"]], r"X\[0\]\[1\] is None: a token must be a string"),
     ([["a", float("nan")], ["b"]], r"X\[0\]\[1\] is nan"),
+    ({"first": "a b", "second": "c d"}, r"X is a dict: a corpus is a sequence of documents .* list\(X.values\(\)\)"),
 ])
 def test_documents_that_are_not_name_the_entry(X, message):
     with pytest.raises(ValueError, match=message):
