@@ -35,7 +35,7 @@ from bnpzoo.registry import MODELS
 
 
 class UsageError(ValueError):
-    pass
+    """A bad command line: printed as it is when it names the command (argparse's), else after "bnpzoo: error:"."""
 
 
 class Parser(argparse.ArgumentParser):
@@ -413,7 +413,8 @@ def main(argv=None) -> int:
         args, extra = build_parser().parse_known_args(argv)
         {"fit": cmd_fit, "compare": cmd_compare, "new-model": cmd_new_model}[args.command](args, extra)
     except (ValueError, OSError, FloatingPointError) as err:
-        print(f"bnpzoo: error: {err}" if not isinstance(err, UsageError) else str(err), file=sys.stderr)
+        named = isinstance(err, UsageError) and str(err).startswith("bnpzoo")
+        print(str(err) if named else f"bnpzoo: error: {err}", file=sys.stderr)
         return 2
     finally:
         data_parallel.close_own_group()

@@ -230,3 +230,12 @@ def test_the_laplace_mixture_s_default_iterations_let_it_converge(random_state):
         warnings.simplefilter("error")  # no ConvergenceWarning
         est = PYPGGM(likelihood="laplace", random_state=random_state).fit(X)
     assert est.converged_ and est.n_clusters_ == 2
+
+
+@pytest.mark.parametrize("argv", [["fit", "hdp-gd", "--data", "digits"], ["fit", "dp-gmm", "--data", "digits",
+                                                                          "--inference", "gibbs"],
+                                  ["fit", "dp-gmm", "--data", "nothere.csv"], ["fit", "dp-gmm", "--alpha", "x"]])
+def test_every_command_line_error_is_one_line_naming_bnpzoo(argv, capsys):
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("bnpzoo") and "\n" not in err and "Traceback" not in err, err
