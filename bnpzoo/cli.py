@@ -45,18 +45,22 @@ class Parser(argparse.ArgumentParser):
         raise UsageError(f"{self.prog}: {message}")
 
 
-def _common(parser: Parser):
+def _common(parser: Parser, model: str | None = None):
+    """The flags of every command; with ``model``, the shared ones described by that model's entries."""
+    def shared(parameter, generic):
+        return MODELS[model].help_for(parameter, generic) if model else generic
+
     parser.add_argument("--data", required=True,
                         help="a shipped data set (digits, digits-bags, blobs, topics; options after a colon, such "
                              "as blobs:n=5000,d=8,k=4,seed=1 or topics:n=200,groups=4,topics=10,vocab=500,length=80) "
                              "or a file: .csv, .npy (numbers) or .txt (one document a line)")
     parser.add_argument("--labels", help="file of integer labels, one a line, aligned with the rows")
-    parser.add_argument("--groups", help="file of group labels, one a line, aligned with the documents (coupled-dp: "
-                        "integers or names; hdp-gd: integers)")
+    parser.add_argument("--groups", help="file of group labels (integers or names), one a line, aligned with the "
+                        "documents (coupled-dp) or rows (hdp-gd)")
     parser.add_argument("--test-data", help="held-out corpus (topic models only)")
-    parser.add_argument("--truncation", type=int, help="truncation level K")
-    parser.add_argument("--iters", type=int, help="maximum iterations")
-    parser.add_argument("--batch-size", type=int, help="minibatch size (stochastic learners)")
+    parser.add_argument("--truncation", type=int, help=shared("truncation", "truncation level K"))
+    parser.add_argument("--iters", type=int, help=shared("max_iter", "maximum iterations"))
+    parser.add_argument("--batch-size", type=int, help=shared("batch_size", "minibatch size (stochastic learners)"))
     parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     parser.add_argument("--device", help="cpu, cuda, cuda:1, ...")
     parser.add_argument("--json", action="store_true", help="end with one JSON line of results")
@@ -104,7 +108,7 @@ def _fit_arguments(parser: Parser, model: str | None = None) -> None:
     parser.add_argument("--inference", help="learner name (default: the model's own; " +
                         ", ".join(f"{name}: {entry.default_learner}" for name, entry in MODELS.items()
                                   if model in (None, name)) + ")")
-    _common(parser)
+    _common(parser, model)
     parser.add_argument("--plot", metavar="PATH", help="coupled-dp: draw the topics' prevalence by group to the PNG "
                         "file PATH")
 

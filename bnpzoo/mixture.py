@@ -108,11 +108,13 @@ SHARED_PARAMETERS = """
         assignments on the fixed scale.
     guide : "map" (Delta sites) or "mean-field" (Normal means, Beta sticks); vi only (the papers'
         learners use the MAP guide, natgrad-svi the conjugate mean-field guide).
-    max_iter, tol : iteration (SVI: step) cap, and what counts as converged: for vmm with hard
-        assignments, at most a fraction tol of the samples changed cluster in an iteration; for vmm
-        with soft assignments and the SVI learners, the bound's relative change (SVI: between two
-        evaluations, 10 steps apart). Both mean the same at every N. ``max_iter=None``: the estimator's
-        default (500; ``PYPGGM``: 2,000 for a likelihood other than the Gaussian).
+    max_iter : the most iterations (SVI: steps) a fit runs; None: the estimator's default (500;
+        ``PYPGGM``: 2,000 for a likelihood other than the Gaussian). A fit that reaches it before
+        its convergence test passes warns (``ConvergenceWarning``).
+    tol : what counts as converged: for vmm with hard assignments, at most a fraction tol of the
+        samples changed cluster in an iteration; for vmm with soft assignments and the SVI learners,
+        the bound's relative change (SVI: between two evaluations, 10 steps apart). Both mean the
+        same at every N.
     prune_threshold : clusters whose stick falls below it are dropped ([PYPM-sVMM] V.D).
     batch_size : minibatch size of the SVI learners (None: on the conjugate factors, min(N, max(1,000,
         N / 20)), the batches of their memoized record (``inference.stick_mixture.memo``); else full

@@ -30,6 +30,15 @@ class Entry:
         """The estimator's own default ``inference``: what ``bnpzoo fit`` runs without --inference."""
         return inspect.signature(self.estimator).parameters["inference"].default
 
+    def help_for(self, parameter: str, generic: str) -> str:
+        """A flag every model shares (--truncation, --iters, ...): the first sentence of this model's
+        entry for ``parameter`` and its default; ``generic`` where the model takes no such parameter."""
+        defaults = inspect.signature(self.estimator).parameters
+        if parameter not in defaults:
+            return generic
+        text = first_sentence(parameter_texts(self.estimator).get(parameter, generic))
+        return f"{text} [default {defaults[parameter].default}]".replace("%", "%%")
+
     def options(self):
         """(flag, parameter, argparse kwargs) for every model option of the estimator, its help the
         first sentence of the parameter's docstring entry, its range and its default."""

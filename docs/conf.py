@@ -5,8 +5,10 @@ help reads the same ones) and ``as_rest`` below lays each section out as a defin
 tutorials are the notebooks ``make notebooks`` executed (``docs/tutorials/``, not committed), shown
 with their outputs and figures as they ran."""
 
-import re
-from pathlib import Path
+import os
+
+from docutils import nodes
+from sphinx.util.docutils import SphinxDirective
 
 from bnpzoo import __version__
 from bnpzoo.docstrings import ENTRY, UNDERLINE
@@ -77,6 +79,23 @@ def _methods_only(app, what, name, obj, skip, options):
     return None
 
 
+class CommandHelp(SphinxDirective):
+    """``{command-help} MODEL``: what ``bnpzoo fit MODEL --help`` prints (``main`` with no MODEL:
+    ``bnpzoo --help``), from the parsers themselves, so the page cannot drift from the tool."""
+
+    optional_arguments = 1
+
+    def run(self):
+        from bnpzoo import cli
+
+        os.environ["COLUMNS"] = "88"  # argparse wraps to the terminal's width: the page's here
+        parser = cli.model_parser(self.arguments[0]) if self.arguments else cli.build_parser()
+        block = nodes.literal_block(text=parser.format_help())
+        block["language"] = "text"
+        return [block]
+
+
 def setup(app):
+    app.add_directive("command-help", CommandHelp)
     app.connect("autodoc-process-docstring", _process)
     app.connect("autodoc-skip-member", _methods_only)
