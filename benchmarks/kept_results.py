@@ -5,7 +5,8 @@ two records compared.
     python benchmarks/kept_results.py compare BEFORE.json AFTER.json
 
 Recorded: on digits, NMI, clusters, iterations and the final bound of ``DPGMM(inference=L,
-random_state=0)`` for every learner, of ``PYPGGM()`` and ``PYPGGM(likelihood="laplace")``; the
+random_state=0)`` for every learner, of ``PYPGGM()`` and ``PYPGGM(likelihood="laplace")``, and of
+``DPBMM`` (vmm, natgrad-svi) on the digits' pixels above half ink; the
 families' tables (``bench_families``: five R tables raw and standardised, six random-covariance
 draws) under ``DPGMM``'s default and each covariance; HDP-GD's ten shaped draws (``bench_hdp_gd``)
 under vi and online-vi (NMI, the least relevant and most irrelevant saliency); ``CoupledDP()`` on
@@ -28,7 +29,7 @@ TOLERANCE = {"perplexity": 5e-3}  # relative; the sampler's floating sums may di
 
 
 def _digits(records):
-    from bnpzoo import DPGMM, PYPGGM
+    from bnpzoo import DPBMM, DPGMM, PYPGGM
     from bnpzoo.data import digits
     from bnpzoo.metrics import nmi
     from bnpzoo.mixture import INFERENCE
@@ -38,6 +39,9 @@ def _digits(records):
             for learner in INFERENCE}
     fits["digits PYPGGM"] = lambda: PYPGGM(random_state=0)
     fits["digits PYPGGM laplace"] = lambda: PYPGGM(likelihood="laplace", random_state=0)
+    for learner in ("vmm", "natgrad-svi"):  # pixels above half ink as binary features
+        fits[f"digits DPBMM {learner}"] = lambda learner=learner: DPBMM(inference=learner, binarize=0.5,
+                                                                        random_state=0)
     for name, make in fits.items():
         est = make().fit(ds.X)
         records[name] = dict(nmi=nmi(ds.labels, est.predict(ds.X)), clusters=int(est.n_clusters_),

@@ -33,7 +33,7 @@ from bnpzoo._validation import SEED, Interval, OneOf, batch_features, is_stream
 from bnpzoo.base import FittedTensor, MixtureEstimator, as_numpy, offered_if, warn_if_unconverged
 from bnpzoo.caller_state import keeps_caller_state
 from bnpzoo.docstrings import undocumented
-from bnpzoo.families import ComponentPrior, TracedFamily
+from bnpzoo.families import ComponentPrior, TracedFamily, checked
 from bnpzoo.inference import data_parallel
 from bnpzoo.inference.kmeans import kmeans, nearest_centres
 from bnpzoo.inference.svi import memo_batch_size
@@ -217,9 +217,7 @@ class StickMixture(MixtureEstimator):
         start = time.perf_counter()
         if self.random_state is not None:
             pyro.set_rng_seed(int(self.random_state) + data_parallel.rank(group))
-        self._resolve(x)
-        self._check_truncation(x.shape[0])
-        family = self._family()
+        family = self._settle(x)
         if self.inference == "vmm":
             check_closed_form("vmm", "vmm", family)
             init_means, labels, self.scale_, prior_mean, _ = self._start(x, self._start_sample(x, KMEANS_SAMPLE),
@@ -228,7 +226,7 @@ class StickMixture(MixtureEstimator):
             fit = fit_vmm(x, labels, init_means.shape[0], family=family, prior=prior,
                           hard=self._hard_assignments(), pruning_precision=self._pruning_precision(),
                           max_iter=self._iterations(), tol=self.tol, prune_threshold=self.prune_threshold,
-                          split_moves=self.split_moves is not False, merge_moves=family.learns_spread,
+                          split_moves=self.split_moves is not False, merge_moves=family.capabilities.moves,
                           batch_size=self.batch_size or VMM_BATCH, verbose=self.verbose,
                           clock_start=start, **self._stick_prior())
             point, sticks, scale, trace, seconds = fit.point, fit.sticks, None, fit.objective_trace, fit.seconds
@@ -283,8 +281,7 @@ class StickMixture(MixtureEstimator):
         if getattr(self, "_session", None) is None and self.random_state is not None:
             pyro.set_rng_seed(int(self.random_state) + data_parallel.rank(group))
         if fitted is None:
-            self._resolve(x)
-            self._check_truncation(x.shape[0])
+            self._settle(x)
         passes_here = -(-x.shape[0] // self._batch_size(x.shape[0]))
         run = self._run_session(x, int(data_parallel.largest(passes_here, group)), start, stream=True)
         point, sticks, scale = self._session.estimates
@@ -308,6 +305,13 @@ class StickMixture(MixtureEstimator):
             raise ValueError(f"the component scale has {std.numel()} entries but X has {x.shape[1]} features; "
                              "give one number or one per feature")
         return std.expand(x.shape[1]).clone()
+
+    def _settle(self, x):
+        """Before a fit: what depends on the data's shape, the truncation's prior; returns the family,
+        checked against the contract its capabilities promise (``families.contract``)."""
+        self._resolve(x)
+        self._check_truncation(x.shape[0])
+        return checked(self._family())
 
     def _resolve(self, x) -> None:
         """Settle what depends on the data's shape before the fit (``DPGMM``: the covariance)."""
@@ -346,7 +350,7 @@ class StickMixture(MixtureEstimator):
         1-D clusters of 30,000 rows in 7 pieces (NMI 0.69) and diagonal clusters in 10-D in 21
         (``reports/families.md``)."""
         covariance = torch.diag(std**2)
-        if self._family().learns_spread and self._given_scale() is None:  # over every rank's rows
+        if self._family().capabilities.spread_prior and self._given_scale() is None:  # over every rank's rows
             gram, rows = data_parallel.all_sum([centred_gram(x, prior_mean), torch.tensor(float(x.shape[0]))],
                                                self._group())
             covariance = (gram / max(float(rows) - 1, 1)).to(x.dtype)
@@ -418,8 +422,8 @@ class StickMixture(MixtureEstimator):
         responsibilities there gave digits' NMI 0.674 against 0.721 (random_state 0 to 4; vmm 0.730;
         0.711 once the pruning phase took vmm's pace, ``session.StochasticSession._settled``)."""
         learner = LEARNERS.get(self.inference)  # None: vmm
-        if self.assignment is None:  # soft for a learned spread: hard VB cuts overlapping clusters apart
-            return not (learner and learner.enumerates) and not self._family().learns_spread
+        if self.assignment is None:  # soft with moves: hard VB cuts overlapping clusters apart
+            return not (learner and learner.enumerates) and not self._family().capabilities.moves
         if learner and learner.needs == "fisher" and self.assignment == "soft":
             # F collects r_nk^2 while g collects r_nk: diffuse clusters get steps of order 1 / r_nk
             raise ValueError("assignment='soft' does not suit sga-fisher: its per-sample Fisher needs "
@@ -470,7 +474,7 @@ class StickMixture(MixtureEstimator):
             sample = self._start_sample(x, floor)
             grows = self._grows()
             init_means, labels, std, prior_mean, sample = self._start(x, sample, most=START_CLUSTERS if grows and
-                                                                      self._family().learns_spread else None)
+                                                                      self._family().capabilities.moves else None)
             (n,) = data_parallel.all_sum([torch.tensor(float(x.shape[0]))], group)
             k, share = init_means.shape[0], float(n) / labels.numel()
             counts = torch.bincount(labels, minlength=k).to(x.dtype) * share
@@ -567,9 +571,8 @@ class StickMixture(MixtureEstimator):
         self.labels_ = rank[labels].cpu().numpy()
         weights = log_w[keep].exp()
         self.means_, self.weights_, self.n_clusters_ = means[keep], weights / weights.sum(), int(keep.numel())
-        # the learned spreads, one per cluster ({} for a fixed scale)
-        self.components_ = {name: value[keep] for name, value in point.items()
-                            if name != "means" and family.learns_spread}
+        # the learned spreads, one per cluster ({} for a fixed scale, "std", shared by every cluster)
+        self.components_ = {name: value[keep] for name, value in point.items() if name not in ("means", "std")}
         self.sticks_ = weights_to_sticks(self._fitted("weights_"))
         # renormalising the kept weights shifts every column alike: the softmax is unchanged
         counts = x.new_zeros(self.n_clusters_)
@@ -581,13 +584,7 @@ class StickMixture(MixtureEstimator):
         # the Laplace approximation at the point estimate, precision N_k I + lambda0 / std^2 per
         # feature (the conjugate factor N(mean_k, std^2 / (N_k + lambda0)) for the Gaussian), and
         # the sticks' conjugate factors q(v_k) = Beta(a_k + N_k, b_k + N_{>k})
-        if family.learns_spread:  # the conjugate factor's spread of the mean, Sigma_k / (N_k + kappa0) per feature
-            variances = family.variances(self._point())
-            laplace = (variances / (counts[:, None] + self._prior_precision())).sqrt()
-        else:
-            std = self._fitted("scale_")
-            information = family.location_information(std).to(x) * torch.ones_like(self._fitted("means_"))
-            laplace = (counts[:, None] * information + self._prior_precision() / std**2).rsqrt()
+        laplace = family.mean_scale(self._point(), counts, self._prior_precision())
         self.mean_scale_ = scale[keep] if scale is not None else laplace
         self.stick_concentration_ = torch.stack(conjugate_sticks(counts, **self._stick_prior()))
 

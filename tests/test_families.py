@@ -488,3 +488,18 @@ def test_cholesky_jitters_only_the_matrices_that_fail_and_marks_those_it_cannot_
     assert torch.equal(factor[0], torch.linalg.cholesky(good))
     assert torch.isfinite(factor[1]).all() and torch.allclose(factor[1] @ factor[1].T, singular, atol=1e-5)
     assert torch.isnan(factor[2]).all()
+
+
+def test_a_family_is_checked_against_the_contract_its_capabilities_promise():
+    """Every shipped family keeps it; one that claims merges (or the closed forms) without the
+    methods they call, or a closed form that does not exist, is refused by name."""
+    from bnpzoo.families import Capabilities, GeneralizedGaussianFamily, TracedFamily, checked
+
+    for family in [gaussian_family(c) for c in ("full", "diag", "spherical", "fixed")] + [
+            GeneralizedGaussianFamily(1.0), BetaBernoulliFamily(), TracedFamily(None, {})]:
+        assert checked(family) is family
+    claims_moves = type("ClaimsMoves", (TracedFamily,), {"capabilities": Capabilities(moves=True)})
+    with pytest.raises(TypeError, match="lacks .*expected_data_term.*split_views"):
+        checked(claims_moves(None, {}))
+    with pytest.raises(TypeError, match="unknown closed forms"):
+        checked(type("Odd", (TracedFamily,), {"capabilities": Capabilities(frozenset({"gibbs"}))})(None, {}))

@@ -2,7 +2,9 @@
 
 A family owns a cluster's parameters and their conjugate prior (``base.ComponentPrior``): it gives
 the N x K table of component log-densities at point estimates (``log_density``, used by
-prediction, ArviZ and every learner), and the closed forms it has (``closed_forms``):
+prediction, ArviZ and every learner), and what it offers the learners (``capabilities``, a
+``contract.Capabilities``; ``contract`` writes the methods down as Protocols), among them the
+closed forms it has:
 
     "vmm"      batch closed-form updates: statistics -> natural parameters (``base.ConjugateFamily``)
     "natural"  the conjugate natural-gradient estimate ([PYPM-sVMM] eq. (10), Table I)
@@ -21,6 +23,7 @@ family                         ``covariance``      learned per cluster
 """
 
 from bnpzoo.families.base import ComponentPrior, ConjugateFamily
+from bnpzoo.families.contract import Capabilities, ComponentFamily, checked
 from bnpzoo.families.beta_bernoulli import BetaBernoulliFamily
 from bnpzoo.families.generalized_gaussian import GeneralizedGaussianFamily
 from bnpzoo.families.normal_gamma import NormalGammaFamily
@@ -36,5 +39,6 @@ def gaussian_family(covariance: str):
             "fixed": lambda: GeneralizedGaussianFamily(2.0)}[covariance]()
 
 
-__all__ = ["BetaBernoulliFamily", "COVARIANCES", "ComponentPrior", "ConjugateFamily", "GeneralizedGaussianFamily",
-           "NormalGammaFamily", "NormalWishartFamily", "TracedFamily", "gaussian_family"]
+__all__ = ["BetaBernoulliFamily", "COVARIANCES", "Capabilities", "ComponentFamily", "ComponentPrior", "ConjugateFamily",
+           "GeneralizedGaussianFamily", "NormalGammaFamily", "NormalWishartFamily", "TracedFamily", "checked",
+           "gaussian_family"]

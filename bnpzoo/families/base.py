@@ -27,6 +27,8 @@ from dataclasses import dataclass, replace
 
 import torch
 
+from bnpzoo.families.contract import Capabilities
+
 
 @dataclass(frozen=True)
 class ComponentPrior:
@@ -61,8 +63,9 @@ class ConjugateFamily:
     conversion to ``point``, ``log_density``, ``correction`` and ``kl``."""
 
     name = "conjugate"
-    closed_forms = frozenset({"vmm", "natural"})
-    learns_spread = True  # each cluster's spread is a parameter (its point estimate beside the means)
+    # each cluster's spread is learned (its point estimate beside the mean), and merges close what
+    # K-means split (``families.contract``)
+    capabilities = Capabilities(frozenset({"vmm", "natural"}), moves=True, spread_prior=True)
     # kappa0 of the learners' pruning phase (``inference.stick_mixture.vmm``): none for a learned spread, whose
     # merge moves close the clusters K-means split off (on three blobs of 200 rows a phase at 20 left
     # a fourth cluster of 2 outlying rows, at a bound 3 nats lower than without it)
@@ -114,6 +117,10 @@ class ConjugateFamily:
         cluster) and the clusters' ``log_weights`` (none by default)."""
         point = self.point(q, prior) if point is None else point
         return self.log_density(x, point) + (self.correction(q).to(x.dtype) + log_weights)
+
+    def mean_scale(self, point: dict, counts: torch.Tensor, prior_precision: float) -> torch.Tensor:
+        """The conjugate factor's spread of each mean, sqrt(Sigma_k / (N_k + kappa0)) per feature, (K, D)."""
+        return (self.variances(point) / (counts[:, None] + prior_precision)).sqrt()
 
     @staticmethod
     def location_information(std) -> torch.Tensor:

@@ -18,6 +18,7 @@ import torch
 from torch.distributions import kl_divergence
 
 from bnpzoo.families.base import ComponentPrior, ConjugateFamily
+from bnpzoo.families.contract import Capabilities
 from bnpzoo.ops import bernoulli_log_density
 
 
@@ -29,6 +30,8 @@ def prior_means(mean: torch.Tensor) -> torch.Tensor:
 class BetaBernoulliFamily(ConjugateFamily):
     name = "Bernoulli"
     covariance = "bernoulli"
+    # a probability per feature and no spread beside it: Sigma0 means nothing here
+    capabilities = Capabilities(frozenset({"vmm", "natural"}), moves=True, spread_prior=False)
 
     def natural(self, stats: dict, prior: ComponentPrior) -> dict:
         count, m0 = stats["count"][:, None], prior_means(prior.mean).to(stats["sum"])

@@ -19,6 +19,7 @@ import pyro.distributions as dist
 import torch
 
 from bnpzoo.families.base import ComponentPrior, ConjugateFamily
+from bnpzoo.families.contract import Capabilities
 from bnpzoo.inference.stick_mixture.mean_factors import means_kl
 from bnpzoo.mapped import passes
 from bnpzoo.ops import generalized_gaussian_log_density
@@ -28,11 +29,12 @@ class GeneralizedGaussianFamily(ConjugateFamily):
     """x_d ~ GGD(mu_d, s_d, rho) with standard deviation ``std_d`` per feature."""
 
     covariance = "fixed"
-    learns_spread = False
 
     def __init__(self, rho: float = 2.0):
         self.rho = float(rho)
-        self.closed_forms = frozenset({"vmm", "natural", "fisher"}) if self.rho == 2.0 else frozenset()
+        # conjugate at rho = 2 only; one fixed scale: a pruning phase closes surplus clusters, and
+        # Sigma0 is the component covariance itself (``families.contract``)
+        self.capabilities = Capabilities(frozenset({"vmm", "natural", "fisher"}) if self.rho == 2.0 else frozenset())
 
     @property
     def pruning_precision(self) -> float:
@@ -57,6 +59,14 @@ class GeneralizedGaussianFamily(ConjugateFamily):
         return (point["std"] ** 2).expand_as(point["means"]).clone()
 
     covariances = variances
+
+    def mean_scale(self, point: dict, counts: torch.Tensor, prior_precision: float) -> torch.Tensor:
+        """The Laplace approximation at the point estimate, precision N_k I + lambda0 / std^2 per
+        feature, I the location's information (for the Gaussian, the conjugate factor's
+        N(mean_k, std^2 / (N_k + lambda0)))."""
+        std = point["std"]
+        information = self.location_information(std).to(point["means"]) * torch.ones_like(point["means"])
+        return (counts[:, None] * information + prior_precision / std**2).rsqrt()
 
     def split_views(self, rows: torch.Tensor, prior: ComponentPrior):
         """In units of the component scale: a split divides a cluster where the model measures distance."""

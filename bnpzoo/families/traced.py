@@ -4,6 +4,7 @@ import torch
 from pyro import poutine
 from pyro.infer import config_enumerate
 
+from bnpzoo.families.contract import Capabilities
 from bnpzoo.families.generalized_gaussian import GeneralizedGaussianFamily
 
 
@@ -13,10 +14,9 @@ class TracedFamily:
     ``mu`` fixed and ``z`` enumerated, and ``x``'s log-density read off for every cluster. It has no
     closed forms."""
 
-    closed_forms = frozenset()
+    capabilities = Capabilities()
     name = "user program"
     covariance = None
-    learns_spread = False
 
     def __init__(self, model, model_kwargs: dict):
         self.model, self.model_kwargs = model, model_kwargs
@@ -33,8 +33,9 @@ class TracedFamily:
         site = trace.nodes["x"]
         return site["fn"].log_prob(site["value"]).reshape(k, x.shape[0]).T
 
-    # the program's fixed scale std_d for every cluster
+    # the program's fixed scale std_d for every cluster; its means' spread by the Laplace approximation
     covariances = staticmethod(GeneralizedGaussianFamily.variances)
+    mean_scale = GeneralizedGaussianFamily.mean_scale
 
     def location_information(self, std) -> torch.Tensor:
         """Unknown for a user's likelihood: that of a Gaussian with the program's scale."""

@@ -149,15 +149,15 @@ def guide_kind(learner: str, family, chosen: str = "map") -> str:
     learner's own ("map", or ``chosen`` for vi, whose full-batch Adam on the summed-out bound
     stays where the spread is fixed)."""
     spec = LEARNERS[learner]
-    if spec.guide == "natural" or ("natural" in family.closed_forms
-                                   and (family.learns_spread or spec.guide == "map")):
+    if spec.guide == "natural" or ("natural" in family.capabilities.closed_forms
+                                   and (family.capabilities.moves or spec.guide == "map")):
         return "natural"
     return chosen if spec.guide == "chosen" else spec.guide
 
 
 def check_closed_form(learner: str, needs: str | None, family) -> None:
     """ValueError naming the learner and the family when the family lacks what the learner needs."""
-    if needs is not None and needs not in family.closed_forms:
+    if needs is not None and needs not in family.capabilities.closed_forms:
         raise ValueError(f"inference={learner!r} needs the {CLOSED_FORMS[needs]} in closed form, which the "
                          f"{family.name} family lacks; use one of {', '.join(GENERIC)}")
 
@@ -400,7 +400,7 @@ class StochasticSession:
         value = memoized_bound(terms, assignments)
         previous, self.record_bound = self.record_bound, value
         change = float("inf") if previous is None else abs(value - previous) / abs(value)
-        moved, merges = None, self.family.learns_spread and not self.pruning_steps  # as vmm's merge_moves
+        moved, merges = None, self.family.capabilities.moves and not self.pruning_steps  # as vmm's merge_moves
         if merges:
             moved = propose_merges(assignments, *terms, refine=None, value=None, tries=0)
         # births of the clusters not tried since they last changed; of every cluster once settled
