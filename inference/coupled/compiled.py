@@ -269,21 +269,33 @@ def _cell_log_likelihood(a, words, counts, n_words, nwk, nk, vocab, beta):
 
 
 @compiled
+def opened_tables(lo, hi, t, z, mixing, b, seen, uniforms, opened):  # pragma: no cover (compiled)
+    """Antoniak's draw for the document of tokens lo:hi in group t, the one place it is written on
+    the CPU: the j-th token (j = 0, 1, ...) of atom k opens a table when u (b D_t(k) + j) < b D_t(k),
+    u = uniforms[i] (or numba's draw where ``uniforms`` is empty); ``opened[i]`` says whether it did.
+    ``seen`` (K,) is zero before and after."""
+    for i in range(lo, hi):
+        prior = b * mixing[t, z[i]]
+        opened[i] = (uniforms[i] if uniforms.shape[0] else np.random.random()) * (prior + seen[z[i]]) < prior
+        seen[z[i]] += 1
+    for i in range(lo, hi):
+        seen[z[i]] = 0
+
+
+@compiled
 def document_tables(groups, starts, z, mixing, b, uniforms):  # pragma: no cover (compiled)
-    """m_tk (T, K): the tables of each document's cells by Antoniak's scheme, summed by group; the
-    j-th token (j = 0, 1, ...) of atom k in document d opens a table when uniforms[i] (b D_t(k) + j)
-    < b D_t(k) (``inference.coupled.gibbs``, the document level)."""
+    """m_tk (T, K): the tables of each document's cells by Antoniak's scheme (``opened_tables``),
+    summed by group (``inference.coupled.gibbs``, the document level)."""
     tables = np.zeros(mixing.shape)
     seen = np.zeros(mixing.shape[1], dtype=np.int64)
+    opened = np.zeros(z.shape[0], dtype=np.bool_)
     for d in range(starts.shape[0] - 1):
-        for i in range(starts[d], starts[d + 1]):
-            t, k = groups[i], z[i]
-            prior = b * mixing[t, k]
-            if (uniforms[i] if uniforms.shape[0] else np.random.random()) * (prior + seen[k]) < prior:
-                tables[t, k] += 1
-            seen[k] += 1
-        for i in range(starts[d], starts[d + 1]):
-            seen[z[i]] = 0
+        lo, hi = starts[d], starts[d + 1]
+        if hi > lo:
+            opened_tables(lo, hi, groups[lo], z, mixing, b, seen, uniforms, opened)
+        for i in range(lo, hi):
+            if opened[i]:
+                tables[groups[i], z[i]] += 1
     return tables
 
 

@@ -62,7 +62,7 @@ import numpy as np
 import torch
 from numba import njit, prange
 
-from bnpzoo.inference.coupled.compiled import add_token, free_atom, move_prior_ratio, remove_token
+from bnpzoo.inference.coupled.compiled import add_token, free_atom, move_prior_ratio, opened_tables, remove_token
 
 
 @dataclass(frozen=True)
@@ -227,15 +227,7 @@ def _moves(lo, hi, t, x, z, phi, mixing, cumulative_mixing, b, ndk, atoms, where
         a += 1
 
 
-@compiled
-def _tables(lo, hi, t, z, mixing, b, seen, opened):
-    """Document d's tables: the j-th token of atom k opens one with probability b D_t(k) / (b D_t(k) + j)."""
-    for i in range(lo, hi):
-        prior = b * mixing[t, z[i]]
-        opened[i] = np.random.random() * (prior + seen[z[i]]) < prior
-        seen[z[i]] += 1
-    for i in range(lo, hi):
-        seen[z[i]] = 0
+NO_UNIFORMS = np.empty(0)  # ``opened_tables`` draws from each block's own seeded generator
 
 
 @compiled_parallel
@@ -260,6 +252,6 @@ def sweep_documents(x, groups, starts, blocks, z, opened, phi, prior, prior_tota
                 n_atoms = add_token(z[i], ndk, atoms, where, n_atoms)
             n_atoms = _labels(lo, hi, t, x, z, phi, prior, prior_total, ndk, atoms, where, n_atoms, cumulative)
             _moves(lo, hi, t, x, z, phi, mixing, cumulative_mixing, b, ndk, atoms, where, n_atoms)
-            _tables(lo, hi, t, z, mixing, b, seen, opened)
+            opened_tables(lo, hi, t, z, mixing, b, seen, NO_UNIFORMS, opened)
             for i in range(lo, hi):
                 ndk[z[i]] = 0
