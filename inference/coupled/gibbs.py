@@ -765,7 +765,7 @@ def resized(problem: Problem, state: GibbsState) -> Problem:
 def sweep(problem: Problem, state: GibbsState, sweeps: int = 1) -> GibbsState:
     """``sweeps`` passes of steps 1-7 (step 4 does nothing for words); on cells, compiled
     (``cells_sweep``); for words without token moves (the document level, or split_merge_moves=0),
-    step 1 and then steps 2, 5, 3, 6 compiled on the counts (``counts_sweep``)."""
+    step 1 and then steps 2, 3, 5, 6 compiled on the counts (``counts_sweep``)."""
     if problem.multiplicity is not None:
         return cells_sweep(problem, state, sweeps)
     steps = (update_labels, counts_sweep) if problem.family == "categorical" and not problem.token_moves else STEPS
@@ -791,9 +791,9 @@ def _updated(state: GibbsState, arrays: dict) -> GibbsState:
 
 
 def counts_sweep(problem: Problem, state: GibbsState, steps=cell_steps.COUNT_STEPS) -> GibbsState:
-    """Steps 2, 5, 3, 6 (``steps``, [Coupled-DP]'s numbers) on the mixture counts (``mixture_counts``), in
-    one compiled call (``cells.count_sweeps``: steps 2 and 5 with the coefficients
-    integrated out, so step 3 follows them), on the CPU."""
+    """Steps 2, 3, 5, 6 (``steps``, [Coupled-DP]'s numbers, in this order) on the mixture counts
+    (``mixture_counts``), in one compiled call (``cells.count_sweeps``: steps 2 and 5 given the
+    coefficients, as ``update_inheritance`` and ``update_sources`` draw them), on the CPU."""
     arrays = _compiled_state(state)
     cell_steps.count_sweeps(_numpy(mixture_counts(problem, state)), *arrays.values(), *_settings(problem),
                                np.asarray(steps, dtype=np.int64), int(torch.randint(2**31 - 1, ())))
