@@ -14,18 +14,24 @@ UNDERLINE = re.compile(r"^\s*-{3,}\s*$")
 PARAMETERS, FITTED = "Parameters", "Fitted attributes"
 
 
+def heading(lines: list[str], number: int) -> bool:
+    """Whether line ``number`` is a section's title (underlined with dashes on the next line)."""
+    return number + 1 < len(lines) and bool(lines[number].strip()) and bool(UNDERLINE.match(lines[number + 1]))
+
+
 def entries(doc: str):
     """(section, names, text on one line, first line, last line) of every entry in ``doc``."""
     lines, found, section = (doc or "").splitlines(), [], PARAMETERS
-    current = None
+    current = indent = None
     for number, line in enumerate(lines):
         match = ENTRY.match(line)
-        if number + 1 < len(lines) and UNDERLINE.match(lines[number + 1]) and line.strip():
+        if heading(lines, number):
             section, current = line.strip(), None
         elif match:
-            current = [section, match["names"].split(", "), match["text"].strip(), number, number]
+            current, indent = [section, match["names"].split(", "), match["text"].strip(), number, number], \
+                len(match["indent"])
             found.append(current)
-        elif current and line.strip() and len(line) - len(line.lstrip()) > len(ENTRY.match(lines[current[3]])["indent"]):
+        elif current and line.strip() and len(line) - len(line.lstrip()) > indent:
             current[2] += " " + line.strip()
             current[4] = number
         else:

@@ -30,26 +30,28 @@ class Entry:
         """The estimator's own default ``inference``: what ``bnpzoo fit`` runs without --inference."""
         return inspect.signature(self.estimator).parameters["inference"].default
 
-    def help_for(self, parameter: str, generic: str) -> str:
-        """A flag every model shares (--truncation, --iters, ...): the first sentence of this model's
-        entry for ``parameter`` and its default; ``generic`` where the model takes no such parameter."""
-        defaults = inspect.signature(self.estimator).parameters
-        if parameter not in defaults:
-            return generic
+    def described(self, parameter: str, generic: str = "") -> tuple[str, object]:
+        """(the first sentence of the estimator's entry for ``parameter``, or ``generic``; its default)."""
         text = first_sentence(parameter_texts(self.estimator).get(parameter, generic))
-        return f"{text} [default {defaults[parameter].default}]".replace("%", "%%")
+        return text.replace("%", "%%"), inspect.signature(self.estimator).parameters[parameter].default
+
+    def help_for(self, parameter: str, generic: str) -> str:
+        """A flag every model shares (--truncation, --iters, ...): this model's entry for
+        ``parameter`` and its default; ``generic`` where the model takes no such parameter."""
+        if parameter not in inspect.signature(self.estimator).parameters:
+            return generic
+        text, default = self.described(parameter, generic)
+        return f"{text} [default {default}]"
 
     def options(self):
         """(flag, parameter, argparse kwargs) for every model option of the estimator, its help the
         first sentence of the parameter's docstring entry, its range and its default."""
-        texts, defaults = parameter_texts(self.estimator), inspect.signature(self.estimator).parameters
         for name, constraint in self.estimator._parameter_constraints.items():
             if name in COMMON or name in self.estimator._renamed or name in self.estimator._unsaved_params:
                 continue  # code (a tokenizer, a Pyro program) is given in Python only
-            text = first_sentence(texts.get(name, ""))
-            default = defaults[name].default
+            text, default = self.described(name)
             kwargs = {"dest": name, "default": None,
-                      "help": f"{text} [{constraint.describe()}; default {default}]".replace("%", "%%").lstrip()}
+                      "help": f"{text} [{constraint.describe()}; default {default}]".lstrip()}
             if isinstance(constraint, OneOf) and set(constraint.options) == {True, False}:
                 kwargs.update(action="store_const", const=True, help=f"{text} [on; off by default]")
             elif isinstance(constraint, OneOf) and set(constraint.options) == {None, True, False}:

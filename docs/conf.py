@@ -11,7 +11,7 @@ from docutils import nodes
 from sphinx.util.docutils import SphinxDirective
 
 from bnpzoo import __version__
-from bnpzoo.docstrings import ENTRY, UNDERLINE
+from bnpzoo.docstrings import entries, heading
 
 project = "bnpzoo"
 author = "the bnpzoo developers"
@@ -43,27 +43,21 @@ autodoc_typehints = "none"
 def as_rest(lines: list[str]) -> list[str]:
     """A bnpzoo docstring as reST: each titled section a rubric, each ``name : text`` entry a
     definition (the names in code, the text on one line)."""
+    found = {first: (names, text, last) for _, names, text, first, last in entries("\n".join(lines))}
     out, number = [], 0
     while number < len(lines):
         line = lines[number]
-        if number + 1 < len(lines) and UNDERLINE.match(lines[number + 1]) and line.strip():
+        if heading(lines, number):
             out += [f".. rubric:: {line.strip()}", ""]
             number += 2
-            continue
-        match = ENTRY.match(line)
-        if match:
-            indent = len(line) - len(line.lstrip())
-            text = match["text"].strip()
+        elif number in found:
+            names, text, last = found[number]
+            indent = " " * (len(line) - len(line.lstrip()))
+            out += [indent + ", ".join(f"``{name}``" for name in names), indent + "    " + text]
+            number = last + 1
+        else:
+            out.append(line)
             number += 1
-            while number < len(lines) and lines[number].strip() and \
-                    len(lines[number]) - len(lines[number].lstrip()) > indent:
-                text += " " + lines[number].strip()
-                number += 1
-            names = ", ".join(f"``{name}``" for name in match["names"].split(", "))
-            out += [" " * indent + names, " " * (indent + 4) + text]
-            continue
-        out.append(line)
-        number += 1
     return out
 
 
