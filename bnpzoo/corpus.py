@@ -107,6 +107,17 @@ def group_labels(groups) -> tuple[np.ndarray, np.ndarray]:
     return np.unique(kept, return_inverse=True)
 
 
+def fitted_positions(fitted, groups) -> tuple[np.ndarray, object]:
+    """(each entry's position among a fit's sorted labels ``fitted``, the first label that is not one
+    of them or None), by one sorted search: the group axis of a fit's entries for new documents (rows)."""
+    values, index = group_labels(groups)
+    fitted = np.asarray(fitted)
+    position = np.searchsorted(fitted, values).clip(0, len(fitted) - 1) if values.dtype.kind == fitted.dtype.kind \
+        else np.zeros(len(values), dtype=np.int64)  # names against numbers: none is fitted
+    unseen = fitted[position] != values
+    return position[index], (values[unseen][0].item() if unseen.any() else None)
+
+
 # the most tokens a corpus may hold: 8 bytes a token in every array the sampler keeps
 MAX_TOKENS = 2**31
 

@@ -22,7 +22,7 @@ from bnpzoo._validation import FOLDER, FUNCTION, SEED, WORDS, AnyOf, Interval, O
 from bnpzoo.base import ConvergenceWarning, Estimator, FittedTensor
 from bnpzoo.caller_state import keeps_caller_state
 from bnpzoo.coherence import WINDOW, npmi_coherence
-from bnpzoo.corpus import Corpus, as_sequence, group_labels, keeps_token_order, to_documents
+from bnpzoo.corpus import Corpus, as_sequence, fitted_positions, group_labels, keeps_token_order, to_documents
 from bnpzoo.diagnostics import arviz
 from bnpzoo.models.coupled_configs import CONFIGS, inheritance_matrix
 from bnpzoo.models.coupled_dp import mixing_weights
@@ -283,8 +283,8 @@ class CoupledDP(Estimator):
         X = as_sequence(X)
         docs = self._documents(X, vocabulary)
         if docs is not None:
-            if len(docs) != len(groups):
-                raise ValueError(f"groups has {len(groups)} entries for {len(docs)} documents")
+            if len(docs) != len(group_index):
+                raise ValueError(f"groups has {len(group_index)} entries for {len(docs)} documents")
             corpus = Corpus("train", docs)
             vocab = corpus.vocabulary()
             if not vocab:
@@ -294,8 +294,8 @@ class CoupledDP(Estimator):
             documents = torch.from_numpy(np.repeat(np.arange(np.count_nonzero(lengths)), lengths[lengths > 0]))
             return torch.from_numpy(word), torch.from_numpy(group_index[doc]), values, vocab, documents, docs
         x = check_array(X, dtype=torch.float64)
-        if len(groups) != x.shape[0]:
-            raise ValueError(f"groups has {len(groups)} entries for {x.shape[0]} rows")
+        if len(group_index) != x.shape[0]:
+            raise ValueError(f"groups has {len(group_index)} entries for {x.shape[0]} rows")
         if self.documents:
             raise ValueError("documents=True applies to words (a corpus or token lists), not to real vectors")
         return x, torch.from_numpy(group_index), values, None, None, None
@@ -603,10 +603,10 @@ class CoupledDP(Estimator):
         density = gibbs.gaussian_log_density(x, fitted)
         return (self._fitted("group_weights_").log()[index] + density).argmax(1).cpu().numpy()
 
-    def _group_index(self, groups, n: int, of: str) -> list[int]:
+    def _group_index(self, groups, n: int, of: str) -> np.ndarray:
         """Each of ``n`` documents' (rows') fitted group, 0..T-1, from its group value."""
-        position = {value: t for t, value in enumerate(self.group_values_)}
-        index = [position.get(value) for value in np.asarray(groups).tolist()]
-        if len(index) != n or None in index:
-            raise ValueError(f"groups must hold one of the fitted groups {self.group_values_} for each {of}")
+        index, unseen = fitted_positions(self.group_values_, groups)
+        if len(index) != n or unseen is not None:
+            raise ValueError(f"groups must hold one of the fitted groups {self.group_values_} for each {of}"
+                             + (f" ({unseen!r} is not one)" if unseen is not None else ""))
         return index

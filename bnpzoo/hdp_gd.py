@@ -25,7 +25,7 @@ import torch
 from bnpzoo._validation import SEED, Interval, OneOf
 from bnpzoo.base import Estimator, offered_if, warn_if_unconverged
 from bnpzoo.caller_state import keeps_caller_state
-from bnpzoo.corpus import group_labels
+from bnpzoo.corpus import fitted_positions, group_labels
 from bnpzoo.inference.conjugate import expected_log_weights
 from bnpzoo.inference.hdp_gd.learner import Schedule, fit_batch, fit_memoized, online_pass
 from bnpzoo.inference.hdp_gd.svi import fit_svi
@@ -223,17 +223,12 @@ class HDPGD(Estimator):
             return None
         if np.shape(groups) != (n,):
             raise ValueError(f"groups must hold one label per row of X ({n}), got shape {np.shape(groups)}")
-        values, index = group_labels(groups)  # integers or names, kept as given in groups_
         if fitting:
-            self.groups_ = values
+            self.groups_, index = group_labels(groups)  # integers or names, kept as given
         else:
-            position = np.searchsorted(self.groups_, values).clip(0, len(self.groups_) - 1) \
-                if values.dtype.kind == self.groups_.dtype.kind else np.zeros(len(values), dtype=np.int64)
-            unseen = self.groups_[position] != values
-            if unseen.any():
-                raise ValueError(f"group {values[unseen][0].item()!r} was not in the fit; pass groups=None to use the "
-                                 "global mixture")
-            index = position[index]
+            index, unseen = fitted_positions(self.groups_, groups)
+            if unseen is not None:
+                raise ValueError(f"group {unseen!r} was not in the fit; pass groups=None to use the global mixture")
         return torch.as_tensor(index, device=device)
 
     def _observations(self, X, groups, device, *, fitting: bool = False):

@@ -239,3 +239,9 @@ def test_every_command_line_error_is_one_line_naming_bnpzoo(argv, capsys):
     assert main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("bnpzoo") and "\n" not in err and "Traceback" not in err, err
+
+
+def test_group_labels_from_a_generator_are_read_once():
+    est = _fit(TEXTS, (name for name in NAMES))
+    assert est.group_values_ == ["fruit", "transport"]
+    assert est.transform(TEXTS[:2], groups=iter(["transport", "fruit"])).shape[0] == 2
