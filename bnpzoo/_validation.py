@@ -194,7 +194,8 @@ def _as_float(arr: np.ndarray, name: str, X=None) -> np.ndarray:
                     float(value)
                 except (TypeError, ValueError):
                     raise NotNumericError(f"{name} must be a numeric array: row {row}, {_column(X, column)} holds "
-                                          f"{value!r}, which is no number ({err}); drop or encode that column") from None
+                                          f"{value!r}, which is no number ({err}); drop or encode that "
+                                          "column") from None
         raise NotNumericError(f"{name} must be a numeric array: {err}") from None
 
 

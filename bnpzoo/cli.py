@@ -76,7 +76,8 @@ def build_parser() -> Parser:
     sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
     epilog = "\n".join(f"{name} (learners: {', '.join(entry.learners)}) options: "
                         + " ".join(flag for flag, _, _ in entry.options()) for name, entry in MODELS.items())
-    fit = sub.add_parser("fit", help="fit one model with one learner", formatter_class=argparse.RawDescriptionHelpFormatter,
+    fit = sub.add_parser("fit", help="fit one model with one learner",
+                         formatter_class=argparse.RawDescriptionHelpFormatter,
                          epilog=epilog + "\n\nbnpzoo fit MODEL --help describes a model's options.")
     _fit_arguments(fit)
     compare = sub.add_parser("compare", help="every model x learner on one data set: a table and a figure")

@@ -212,8 +212,8 @@ def to_documents(X, vocabulary=None, tokenizer=None, stop_words=None) -> list | 
             at = int(np.argmax(repeats))
             row = int(np.searchsorted(counts.indptr, at, side="right") - 1)
             raise ValueError(f"X counts {int(repeats.sum()):,} tokens, more than a corpus may hold ({MAX_TOKENS:,}); "
-                             f"its largest count is {int(repeats[at]):,} (row {row}, column {int(counts.indices[at])}): "
-                             "give counts of tokens")
+                             f"its largest count is {int(repeats[at]):,} (row {row}, column "
+                             f"{int(counts.indices[at])}): give counts of tokens")
         tokens = np.repeat(names[counts.indices], repeats)  # every document's, in column order
         rows = np.repeat(np.arange(counts.shape[0]), np.diff(counts.indptr))
         ends = np.cumsum(np.bincount(rows, weights=repeats, minlength=counts.shape[0]).astype(np.int64))
@@ -294,9 +294,9 @@ def read_integers(path, n: int, *, what: str, of: str, minimum: int | None = Non
     return np.asarray(values, dtype=np.int64)
 
 
-def counts_to_corpus(counts, name: str, token=lambda j: f"w{j}") -> Corpus:
-    """A documents x words count matrix as a corpus; column j is the token ``token(j)``
-    ("w0", "w1", ... by default)."""
+def counts_to_corpus(counts, name: str, vocabulary=None) -> Corpus:
+    """A documents x words count matrix as a corpus; column j is the token ``vocabulary[j]`` ("w<j>"
+    without a vocabulary)."""
     counts = np.asarray(counts, dtype=np.float64)
     if counts.ndim != 2 or 0 in counts.shape:
         raise ValueError(f"{name}: a count matrix must be a non-empty documents x words array, "
@@ -309,7 +309,8 @@ def counts_to_corpus(counts, name: str, token=lambda j: f"w{j}") -> Corpus:
     empty = np.flatnonzero(counts.sum(1) == 0)
     if empty.size:
         raise ValueError(f"{name}: document (row) {empty[0] + 1} has no tokens")
-    names = [token(j) for j in range(counts.shape[1])]
+    word = _namer(vocabulary, counts.shape[1], f"{name}'s {counts.shape[1]} columns")
+    names = [word(j) for j in range(counts.shape[1])]
     docs = [[names[j] for j in np.repeat(np.arange(counts.shape[1]), row.astype(np.int64))] for row in counts]
     return Corpus(name, docs)
 
@@ -318,7 +319,7 @@ def digits_bags() -> Corpus:
     from sklearn.datasets import load_digits
 
     raw = load_digits()
-    bags = counts_to_corpus(raw.data, "digits-bags", token=lambda j: f"p{j:02d}")
+    bags = counts_to_corpus(raw.data, "digits-bags", [f"p{j:02d}" for j in range(raw.data.shape[1])])
     bags.groups = bags.labels = raw.target.astype(np.int64)
     return bags
 

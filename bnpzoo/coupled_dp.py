@@ -518,7 +518,8 @@ class CoupledDP(Estimator):
     def transform(self, docs, groups=None, vocabulary=None, topics: str = "listed") -> np.ndarray:
         """Each document's topic proportions, the columns the topics of ``top_words(topics=topics)``
         in its order: the listed topics (``n_topics_``; a row sums to 1 less the document's share on
-        the small topics) or ``topics="all"`` (every row of ``topic_word_``; rows sum to 1). The topics are held fixed: the model's document level, theta_d ~ DP(b, D), with D the
+        the small topics) or ``topics="all"`` (every row of ``topic_word_``; rows sum to 1). The
+        topics are held fixed: the model's document level, theta_d ~ DP(b, D), with D the
         document's group's mixture (``group_weights_``, where ``groups`` are given, one fitted group
         value per document) or the corpus's (``weights_``) and b ``doc_concentration_`` (1 without
         the document level), fitted by EM on the document's tokens (``bnpzoo.perplexity.fold_in``:

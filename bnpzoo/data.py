@@ -173,9 +173,10 @@ def _number(field: str) -> float | None:
 
 
 def _read_csv(path: Path) -> tuple[np.ndarray, list[str] | None]:
-    """The numbers of a CSV file and its header's column names (None without a header): numbers separated by commas, in UTF-8 (a byte-order mark is skipped). The first line is a
-    header when none of its fields is a number and one is not empty (a data row with an empty
-    field is a missing value, an error, never a header). pandas' ``to_csv`` index column (an
+    """The numbers of a CSV file and its header's column names (None without a header): numbers
+    separated by commas, in UTF-8 (a byte-order mark is skipped). The first line is a header when
+    none of its fields is a number and one is not empty (a data row with an empty field is a
+    missing value, an error, never a header). pandas' ``to_csv`` index column (an
     empty first header field over the row numbers 0, 1, ...) is dropped, not taken as a feature.
     Every error names the file, the line and, where there is a header, the column."""
     try:
@@ -277,6 +278,5 @@ def _load_corpus(spec: str) -> Corpus:
     if spec.endswith(".txt"):
         return read_corpus(spec)
     counts, words = load_table(spec)
-    if words and all(words) and len(set(words)) == len(words):  # a header of words is the vocabulary
-        return counts_to_corpus(counts, Path(spec).name, token=words.__getitem__)
-    return counts_to_corpus(counts, Path(spec).name)
+    vocabulary = words if words and all(words) and len(set(words)) == len(words) else None  # a header of words
+    return counts_to_corpus(counts, Path(spec).name, vocabulary)

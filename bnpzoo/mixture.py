@@ -253,7 +253,8 @@ class StickMixture(MixtureEstimator):
     def partial_fit(self, X, y=None):
         """One pass of minibatch steps over the batch X, resuming the last call; or, for a stream of
         batches (any iterable of arrays that is not an array itself: a generator, a DataLoader), one
-        such call per batch; each batch stands in for the data set (N = len(X)). Returns self. A stream keeps the precision and device of its first fit
+        such call per batch; each batch stands in for the data set (N = len(X)). Returns self. A
+        stream keeps the precision and device of its first fit
         (a loaded one's too): later batches are converted to them, so float32 rows continue a
         float64 model in float64."""
         if is_stream(X):

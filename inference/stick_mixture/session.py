@@ -108,7 +108,8 @@ class Learner:
         return not self.enumerates
 
     def default_rate(self, natural: bool) -> float | None:
-        """Its step when the caller gives none: on the natural gradient (``natural``) or on the guide's own parameters."""
+        """Its step when the caller gives none: on the natural gradient (``natural``) or on the
+        guide's own parameters."""
         return self.natural_rate if natural and self.natural_rate is not None else self.learning_rate
 
 
