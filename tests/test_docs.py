@@ -21,8 +21,7 @@ ESTIMATORS = [getattr(bnpzoo, name) for name in bnpzoo.__all__ if inspect.isclas
               and hasattr(getattr(bnpzoo, name), "fit")]
 
 
-@pytest.fixture(scope="module")
-def site(tmp_path_factory):
+def _site(tmp_path_factory):
     """The site built from a copy of its sources, the tutorials as committed (without outputs, which
     ``make docs`` adds by executing them first)."""
     source, out = tmp_path_factory.mktemp("source"), tmp_path_factory.mktemp("site")
@@ -36,27 +35,12 @@ def site(tmp_path_factory):
     return run, out
 
 
-def test_the_site_builds_without_a_warning(site):
-    run, out = site
-    assert run.returncode == 0 and "WARNING" not in run.stderr and "ERROR" not in run.stderr, run.stderr[-3000:]
-    for page in ("index.html", "docs/index.html", "docs/guide.html", "docs/reference/dpgmm.html",
-                 "docs/tutorials/00_quickstart.html", "benchmarks/reports/priors.html"):
-        assert (out / page).exists(), page
-
-
 def _page(out, cls):
     return (out / "docs" / "reference" / f"{cls.__name__.lower()}.html").read_text()
 
 
 def _shown(html, name):
     return re.search(rf'<span class="pre">{re.escape(name)}</span>', html) is not None
-
-
-@pytest.mark.parametrize("cls", ESTIMATORS, ids=lambda c: c.__name__)
-def test_every_parameter_is_in_the_reference(site, cls):
-    html = _page(site[1], cls)
-    missing = [name for name in inspect.signature(cls).parameters if not _shown(html, name)]
-    assert not missing, f"{cls.__name__}'s reference lacks the parameters {missing}"
 
 
 def _fitted():
@@ -72,13 +56,22 @@ def _fitted():
 
 
 @pytest.mark.filterwarnings("ignore")
-@pytest.mark.parametrize("cls", ESTIMATORS, ids=lambda c: c.__name__)
-def test_every_fitted_attribute_is_in_the_reference(site, cls):
-    """Whatever a fit sets (its public attributes ending in "_", the tensors behind them), not a list
-    kept beside the code."""
-    fitted = _fitted()[cls]()
-    names = {name for name in vars(fitted) if name.endswith("_") and not name.startswith("_")}
-    names |= set(getattr(fitted, "tensors_", {}))
-    html = _page(site[1], cls)
-    missing = sorted(name for name in names if not _shown(html, name))
-    assert not missing, f"{cls.__name__}'s reference lacks the fitted attributes {missing}"
+def test_the_site_builds_without_a_warning_and_its_reference_shows_everything(tmp_path_factory):
+    """One test, so that a run with several xdist workers builds the site once. Every parameter of
+    every public estimator, and whatever a fit sets (its public attributes ending in "_", the tensors
+    behind them), not a list kept beside the code, is on its reference page."""
+    run, out = _site(tmp_path_factory)
+    assert run.returncode == 0 and "WARNING" not in run.stderr and "ERROR" not in run.stderr, run.stderr[-3000:]
+    for page in ("index.html", "docs/index.html", "docs/guide.html", "docs/reference/dpgmm.html",
+                 "docs/tutorials/00_quickstart.html", "benchmarks/reports/priors.html"):
+        assert (out / page).exists(), page
+    fits = _fitted()
+    for cls in ESTIMATORS:
+        html = _page(out, cls)
+        missing = [name for name in inspect.signature(cls).parameters if not _shown(html, name)]
+        assert not missing, f"{cls.__name__}'s reference lacks the parameters {missing}"
+        fitted = fits[cls]()
+        names = {name for name in vars(fitted) if name.endswith("_") and not name.startswith("_")}
+        names |= set(getattr(fitted, "tensors_", {}))
+        missing = sorted(name for name in names if not _shown(html, name))
+        assert not missing, f"{cls.__name__}'s reference lacks the fitted attributes {missing}"
