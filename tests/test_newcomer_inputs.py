@@ -186,17 +186,18 @@ def test_the_cli_takes_group_names_and_keeps_them_in_the_figure(tmp_path, capsys
         ["fruit", "transport"]
 
 
-def test_hdp_gd_takes_group_names_and_keeps_them():
+@pytest.mark.parametrize("random_state", range(3))
+def test_hdp_gd_takes_group_names_and_keeps_them(random_state):
     from bnpzoo import HDPGD
     from bnpzoo.data import hdp_gd_sample
 
     ds = hdp_gd_sample(n=200, seed=1, relevant=2, irrelevant=1)
     names = np.array(["north", "south", "east", "west"])[np.asarray(ds.groups) % 4]
-    by_name = HDPGD(max_iter=5, random_state=0).fit(ds.X, list(names))
+    by_name = HDPGD(max_iter=5, random_state=random_state).fit(ds.X, list(names))
     assert list(by_name.groups_) == ["east", "north", "south", "west"]
     # the same fit as with the names' positions in sorted order as integer labels
     codes = np.searchsorted(by_name.groups_, names)
-    by_code = HDPGD(max_iter=5, random_state=0).fit(ds.X, codes)
+    by_code = HDPGD(max_iter=5, random_state=random_state).fit(ds.X, codes)
     assert np.array_equal(by_name.labels_, by_code.labels_)
     assert np.array_equal(by_name.predict(ds.X, names), by_code.predict(ds.X, codes))
     with pytest.raises(ValueError, match="group 'up' was not in the fit"):
