@@ -7,7 +7,6 @@ final state of the best chain for prediction and perplexity.
 """
 
 import dataclasses
-import numbers
 import sys
 import tempfile
 import time
@@ -330,20 +329,18 @@ class CoupledDP(Estimator):
         self.q_ = self._q(self.n_groups_)
         n_tokens = int(x.shape[0])
         device = torch.device("cpu") if self.device is None else self._device_for(X)  # words arrive as lists
-        label_step = self.label_step or ("uncollapsed" if device.type != "cpu" else
-                                         "parallel" if group is not None else "collapsed")
-        if device.type != "cpu" and (vocab is None or label_step != "uncollapsed" or group is not None):
+        step = gibbs.label_step(self.label_step, on_device=device.type != "cpu", data_parallel=group is not None)
+        if device.type != "cpu" and (vocab is None or not step.on_device or group is not None):
             raise ValueError(f"device={self.device!r} fits words in one process, with label_step='uncollapsed' (or "
                              "None); the other label steps and real vectors run on the CPU")
-        if group is not None and (vocab is None or label_step != "parallel" or self.num_chains > 1):
+        if group is not None and (vocab is None or not step.by_blocks or self.num_chains > 1):
             raise ValueError("data_parallel=True fits words, with label_step='parallel' (or None) and one chain")
-        if self.documents and label_step == "blocked":
+        if self.documents and step.by_cells:
             raise ValueError("documents=True draws labels token by token: use label_step='collapsed'")
-        self.documents_ = (vocab is not None and label_step != "blocked") if self.documents is None \
-            else self.documents
-        if label_step in ("parallel", "uncollapsed") and vocab is None:
-            raise ValueError(f"label_step={label_step!r} draws words' topics: it applies to words, not real vectors")
-        if vocab is not None and label_step == "blocked":
+        self.documents_ = (vocab is not None and not step.by_cells) if self.documents is None else self.documents
+        if step.draws_topics and vocab is None:
+            raise ValueError(f"label_step={step.name!r} draws words' topics: it applies to words, not real vectors")
+        if vocab is not None and step.by_cells:
             x, group_index, multiplicity = gibbs.cells(x, group_index, len(vocab))
         else:
             multiplicity = None
@@ -358,7 +355,7 @@ class CoupledDP(Estimator):
             alpha=self._alpha(), split_merge_moves=int(self.split_merge),
             documents=documents if self.documents_ else None,
             doc_concentration=None if self.doc_concentration is None else float(self.doc_concentration),
-            label_step=label_step if label_step in ("parallel", "uncollapsed") else "collapsed")
+            label_step=step)
         if group is not None:
             problem = self._share(problem, group)
         if self.verbose and not sampler_cached():

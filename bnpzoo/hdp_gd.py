@@ -18,6 +18,7 @@ that is, every bin and the implicit last part receive ``floor`` times the row's 
 """
 
 import time
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -36,9 +37,64 @@ from bnpzoo.ops import (geometric_transform, get_rng_state, log_remaining_mass, 
                         set_rng_state, stick_breaking_log_weights)
 from bnpzoo.threads import fit_threads
 
-INFERENCE = ("vi", "online-vi", "svi")
 SVI_STEPS, SVI_LEARNING_RATE = 300, 0.005  # svi's default steps and Adam's step (benchmarks/reports/hdp_gd.md)
 VI_ITERATIONS = 1500  # vi's default iterations (passes for online-vi), and those of svi's start
+
+
+@dataclass(frozen=True)
+class HDPLearner:
+    """One HDP-GD learner (``LEARNERS``): its default iterations, whether it streams
+    (``partial_fit``), whether it fits a user's program, and ``fit(estimator, obs, prior, seed)``
+    -> (global factors, bound trace, the rows' local factors or None), which sets the estimator's
+    ``n_iter_``, ``n_passes_`` and ``converged_``."""
+
+    name: str
+    fit: callable
+    default_iterations: int = VI_ITERATIONS
+    streams: bool = False
+    takes_program: bool = False
+    minibatches: bool = True  # a step on a minibatch (else every row)
+
+
+def _fit_vi(estimator, obs, prior, seed):
+    """Batch vi, Algorithm 1."""
+    g, f, trace, estimator.n_iter_, estimator.converged_ = fit_batch(
+        obs, prior, estimator._schedule(obs.x.shape[0]), max_iter=estimator.max_iter or VI_ITERATIONS, seed=seed)
+    estimator.n_passes_ = estimator.n_iter_
+    return g, trace, f
+
+
+def _fit_memoized(estimator, obs, prior, seed):
+    """online-vi's fit: memoized VI over the rows' batches."""
+    schedule = estimator._schedule(obs.x.shape[0])
+    g, trace, estimator.n_passes_, estimator.converged_ = fit_memoized(
+        obs, prior, schedule, seed=seed, max_passes=estimator.max_iter or VI_ITERATIONS)
+    estimator.n_iter_ = estimator.n_passes_ * -(-obs.x.shape[0] // schedule.batch_size)  # minibatch steps
+    return g, trace, None
+
+
+def _fit_program(estimator, obs, prior, seed):
+    """Pyro's SVI on the program, started from batch vi's fit of the shipped program: from the
+    K-means start alone SVI neither merges nor prunes, and kept nearly every atom
+    (``benchmarks/reports/hdp_gd.md``)."""
+    start = fit_batch(obs, prior, estimator._schedule(obs.x.shape[0]), max_iter=VI_ITERATIONS, seed=seed)[0]
+    kwargs = dict(n_groups=len(estimator.groups_), truncation=estimator.truncation,
+                  group_truncation=estimator.group_truncation, gamma=prior.gamma, lam=prior.lam, xi=prior.xi,
+                  parameter_prior=(prior.shape, prior.rate))
+    g, run = fit_svi(estimator.model or shipped_program, obs.x, obs.groups, start, model_kwargs=kwargs,
+                     max_iter=estimator.max_iter or SVI_STEPS,
+                     learning_rate=estimator.learning_rate or SVI_LEARNING_RATE, tol=estimator.tol,
+                     batch_size=estimator.batch_size, verbose=estimator.verbose)
+    estimator.n_iter_, estimator.n_passes_, estimator.converged_ = run.n_iter, run.n_iter, run.converged
+    return g, run.elbo_trace, None
+
+
+LEARNERS = {learner.name: learner for learner in (
+    HDPLearner("vi", _fit_vi, minibatches=False),
+    HDPLearner("online-vi", _fit_memoized, streams=True),
+    HDPLearner("svi", _fit_program, default_iterations=SVI_STEPS, takes_program=True),
+)}
+INFERENCE = tuple(LEARNERS)
 LOCAL_ITERS = 5  # rounds of q(Z), q(phi) for data the fit has not seen
 
 
@@ -192,7 +248,7 @@ class HDPGD(Estimator):
         super()._validate_params()
         if self.model is not None and not callable(self.model):
             raise ValueError(f"model must be a Pyro program (a callable), got {self.model!r}")
-        if self.model is not None and self.inference != "svi":
+        if self.model is not None and not LEARNERS[self.inference].takes_program:
             raise ValueError(f"model= is fitted by inference='svi', not {self.inference!r}: the closed-form "
                              "learners are derived for the shipped program")
 
@@ -255,42 +311,21 @@ class HDPGD(Estimator):
         start = time.perf_counter()
         seed = int(self.random_state) if self.random_state is not None else int(torch.randint(2**31, ()))
         torch.manual_seed(seed)
-        prior, schedule, f = self._prior(), self._schedule(obs.x.shape[0]), None
-        if self.inference == "vi":
-            g, f, trace, self.n_iter_, self.converged_ = fit_batch(obs, prior, schedule,
-                                                                   max_iter=self.max_iter or VI_ITERATIONS, seed=seed)
-            self.n_passes_ = self.n_iter_
-        elif self.inference == "svi":
-            g, trace = self._fit_svi(obs, prior, seed)
-        else:
-            g, trace, self.n_passes_, self.converged_ = fit_memoized(obs, prior, schedule, seed=seed,
-                                                                     max_passes=self.max_iter or VI_ITERATIONS)
-            self.n_iter_ = self.n_passes_ * -(-obs.x.shape[0] // schedule.batch_size)  # minibatch steps
+        learner = LEARNERS[self.inference]
+        g, trace, f = learner.fit(self, obs, self._prior(), seed)
         self.fit_seconds_ = time.perf_counter() - start
         self._finish(g, obs, order, trace, f=f)
-        warn_if_unconverged(self, self.max_iter or (SVI_STEPS if self.inference == "svi" else VI_ITERATIONS))
+        warn_if_unconverged(self, self.max_iter or learner.default_iterations)
         return self
-
-    def _fit_svi(self, obs, prior: Prior, seed: int):
-        """Pyro's SVI on the program, started from batch vi's fit of the shipped program: from the
-        K-means start alone SVI neither merges nor prunes, and kept nearly every atom
-        (``benchmarks/reports/hdp_gd.md``)."""
-        start = fit_batch(obs, prior, self._schedule(obs.x.shape[0]), max_iter=VI_ITERATIONS, seed=seed)[0]
-        kwargs = dict(n_groups=len(self.groups_), truncation=self.truncation, group_truncation=self.group_truncation,
-                      gamma=prior.gamma, lam=prior.lam, xi=prior.xi, parameter_prior=(prior.shape, prior.rate))
-        g, run = fit_svi(self.model or shipped_program, obs.x, obs.groups, start, model_kwargs=kwargs,
-                         max_iter=self.max_iter or SVI_STEPS, learning_rate=self.learning_rate or SVI_LEARNING_RATE,
-                         tol=self.tol, batch_size=self.batch_size, verbose=self.verbose)
-        self.n_iter_, self.n_passes_, self.converged_ = run.n_iter, run.n_iter, run.converged
-        return g, run.elbo_trace
 
     def _merges(self, stream: bool = False) -> int:
         return (1 if stream else 5) if self.merges is None else self.merges
 
     def _rows_per_step(self, n: int) -> int:
-        if self.inference == "svi":
+        learner = LEARNERS[self.inference]
+        if learner.takes_program:  # Pyro's SVI: every row unless batch_size is given
             return min(n, self.batch_size or n)
-        return n if self.inference == "vi" else self._batch_size(n)
+        return self._batch_size(n) if learner.minibatches else n
 
     def _batch_size(self, n: int, stream: bool = False) -> int:
         """A stream's minibatch, or a fit's memoized batches (``inference.svi.memo_batch_size``)."""
@@ -309,7 +344,7 @@ class HDPGD(Estimator):
         return self.fit(X, groups).labels_
 
     def _why_no_partial_fit(self):
-        if self.inference != "online-vi":
+        if not LEARNERS[self.inference].streams:
             return f"HDPGD(inference={self.inference!r}) has no partial_fit: a stream needs inference='online-vi'"
         return None
 
@@ -341,7 +376,7 @@ class HDPGD(Estimator):
     def _resume_state(self):
         """The RNG states where the stream stands, so that ``partial_fit`` after ``load`` draws the
         minibatches the uninterrupted stream would have (the factors are fitted attributes)."""
-        if self.inference != "online-vi" or getattr(self, "_stream_rng", None) is None:
+        if not LEARNERS[self.inference].streams or getattr(self, "_stream_rng", None) is None:
             return None
         return {"rng": self._stream_rng}
 

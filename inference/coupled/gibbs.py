@@ -107,7 +107,7 @@ about twice as fast as torch's small calls, ``benchmarks/reports/speed.md``).
 """
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 
 import numba
@@ -168,18 +168,22 @@ class Problem:
     # drawn, documents in parallel, ``parallel``) or "uncollapsed" (the topics and each document's
     # proportions drawn, in torch on the data's device, ``uncollapsed``); and this process's share
     # of a chain over several (``parallel.Ranks``; x, groups, documents its own)
-    label_step: str = "collapsed"
+    label_step: "LabelStep" = "collapsed"  # a name of ``LABEL_STEPS`` becomes its record
     ranks: parallel_steps.Ranks | None = None
+
+    def __post_init__(self):
+        if isinstance(self.label_step, str):
+            object.__setattr__(self, "label_step", label_step(self.label_step))
 
     @property
     def parallel(self) -> bool:
-        return self.label_step == "parallel"
+        return self.label_step.by_blocks
 
     @property
     def on_host(self) -> bool:
         """Whether the labels' statistics come from compiled loops over the host's token arrays (one
         process, words on the CPU); else from count tables in torch, where the tokens lie."""
-        return self.ranks is None and self.label_step != "uncollapsed"
+        return self.ranks is None and not self.label_step.on_device
 
     @property
     def sizes(self):
@@ -208,7 +212,7 @@ class Problem:
         """Split-merge moves per group and step: words by token only (the Gaussian atoms are not
         collapsed; the moves carry tokens, not cell counts)."""
         words_by_token = (self.family == "categorical" and self.multiplicity is None and self.documents is None
-                          and self.label_step == "collapsed")
+                          and self.label_step.token_moves)
         return self.split_merge_moves if words_by_token else 0
 
     @cached_property
@@ -452,8 +456,8 @@ def update_labels(problem: Problem, state: GibbsState) -> GibbsState:  # step 1
         numba_steps.blocked_labels(*problem.host_arrays, z, _numpy(mix), problem.vocab_size, float(problem.beta),
                                      int(torch.randint(2**31 - 1, ())))
         return replace(state, z=torch.from_numpy(z).to(state.z))
-    if problem.label_step in DRAWN_TOPICS:  # topics drawn, then documents (or, without them, tokens) in parallel
-        return update_doc_concentration(problem, DRAWN_TOPICS[problem.label_step](problem, state, mix))
+    if problem.label_step.draw is not None:  # topics drawn, then documents (or, without them, tokens) in parallel
+        return update_doc_concentration(problem, problem.label_step.draw(problem, state, mix))
     if problem.documents is not None:  # theta_d collapsed, then the tables: one blocked step for (z, m)
         z = _numpy(state.z, np.int64)
         tables = numba_steps.document_sweep(*_document_arrays(problem, state, z, mix), int(torch.randint(2**31 - 1, ())))
@@ -508,7 +512,40 @@ def _uncollapsed_labels(problem: Problem, state: GibbsState, mix: torch.Tensor) 
 
 
 # the label steps with the topics drawn: partially collapsed (theta_d integrated out) and uncollapsed
-DRAWN_TOPICS = {"parallel": _parallel_document_labels, "uncollapsed": _uncollapsed_labels}
+@dataclass(frozen=True)
+class LabelStep:
+    """How step 1 draws words' labels (``CoupledDP(label_step=...)``): one record each in
+    ``LABEL_STEPS``, the only place that knows them by name."""
+
+    name: str
+    # (problem, state, mix) -> state, where the topics are drawn first; else collapsed (a checkpoint's
+    # fingerprint knows the step by its name: a function's repr holds its address)
+    draw: callable = field(default=None, metadata={"fingerprint": False})
+    by_cells: bool = False  # the (group, word) cells' label counts at once (``cells``); tokens otherwise
+    by_blocks: bool = False  # documents in parallel blocks, in one process or over several (``parallel``)
+    on_device: bool = False  # in torch where the tokens lie, any device (``uncollapsed``)
+    token_moves: bool = False  # split-merge moves on tokens (words by token, one process)
+
+    @property
+    def draws_topics(self) -> bool:
+        """Whether it draws words' topics (words only, not real vectors)."""
+        return self.draw is not None
+
+
+LABEL_STEPS = {step.name: step for step in (
+    LabelStep("collapsed", token_moves=True),
+    LabelStep("blocked", by_cells=True),
+    LabelStep("parallel", _parallel_document_labels, by_blocks=True),
+    LabelStep("uncollapsed", _uncollapsed_labels, on_device=True),
+)}
+
+
+def label_step(name: str | None, *, on_device: bool = False, data_parallel: bool = False) -> LabelStep:
+    """The record of the label step ``name``; None: the default where the fit runs (on a device the
+    one that runs there, over ranks the one that spans them, else the collapsed step)."""
+    if name is not None:
+        return LABEL_STEPS[name]
+    return LABEL_STEPS["uncollapsed" if on_device else "parallel" if data_parallel else "collapsed"]
 
 
 def _block_seed(problem: Problem) -> int:

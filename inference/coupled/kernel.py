@@ -131,7 +131,7 @@ def subset_start(problem: gibbs.Problem) -> gibbs.GibbsState:
     documents = None if problem.documents is None else torch.repeat_interleave(torch.arange(len(chosen)),
                                                                                 torch.from_numpy(sizes))
     subset = dataclasses.replace(problem, x=problem.x.cpu()[tokens], groups=problem.groups.cpu()[tokens],
-                                 documents=documents, label_step="collapsed")
+                                 documents=documents, label_step=gibbs.label_step(None))
     kernel = CoupledGibbsKernel(subset)
     kernel.setup(SUBSET_SWEEPS)
     for _ in range(SUBSET_SWEEPS):
@@ -168,7 +168,7 @@ class CoupledGibbsKernel(MCMCKernel):
         prior median, labels from the groups' mixtures, then labels given the data. (Draws from
         Gamma(0.1, 0.1) span 1e-10 to 13, and a chain keeps the layout of atoms its first alpha
         sets: a latent DP started near 5 hands its atoms to many groups.)"""
-        if self.problem.label_step == "uncollapsed":
+        if self.problem.label_step.on_device:  # its start: a collapsed fit of a subset
             return subset_start(self.problem)
         values, median = {}, lambda shape, rate: float(scipy.stats.gamma(shape, scale=1 / rate).median())
         if self.problem.alpha is None:
