@@ -30,7 +30,7 @@ from bnpzoo.corpus import fitted_positions, group_labels
 from bnpzoo.inference.conjugate import expected_log_weights
 from bnpzoo.inference.hdp_gd.learner import Schedule, fit_batch, fit_memoized, online_pass
 from bnpzoo.inference.hdp_gd.svi import fit_svi
-from bnpzoo.inference.svi import memo_batch_size
+from bnpzoo.inference.svi import Schedule as SVISchedule, memo_batch_size
 from bnpzoo.inference.hdp_gd.updates import Globals, Observations, Prior, local_bound, local_step, saliency_mean, tables
 from bnpzoo.models.hdp_gd import model as shipped_program
 from bnpzoo.ops import (geometric_transform, get_rng_state, log_remaining_mass, normalise_histograms, row_blocks,
@@ -81,10 +81,9 @@ def _fit_program(estimator, obs, prior, seed):
     kwargs = dict(n_groups=len(estimator.groups_), truncation=estimator.truncation,
                   group_truncation=estimator.group_truncation, gamma=prior.gamma, lam=prior.lam, xi=prior.xi,
                   parameter_prior=(prior.shape, prior.rate))
-    g, run = fit_svi(estimator.model or shipped_program, obs.x, obs.groups, start, model_kwargs=kwargs,
-                     max_iter=estimator.max_iter or SVI_STEPS,
-                     learning_rate=estimator.learning_rate or SVI_LEARNING_RATE, tol=estimator.tol,
-                     batch_size=estimator.batch_size, verbose=estimator.verbose)
+    steps = SVISchedule(estimator.max_iter or SVI_STEPS, estimator.batch_size, estimator.tol)
+    g, run = fit_svi(estimator.model or shipped_program, obs.x, obs.groups, start, model_kwargs=kwargs, schedule=steps,
+                     learning_rate=estimator.learning_rate or SVI_LEARNING_RATE, verbose=estimator.verbose)
     estimator.n_iter_, estimator.n_passes_, estimator.converged_ = run.n_iter, run.n_iter, run.converged
     return g, run.elbo_trace, None
 

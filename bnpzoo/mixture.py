@@ -36,25 +36,24 @@ from bnpzoo.docstrings import undocumented
 from bnpzoo.families import ComponentPrior, TracedFamily, checked
 from bnpzoo.inference import data_parallel
 from bnpzoo.inference.kmeans import kmeans, nearest_centres
-from bnpzoo.inference.svi import memo_batch_size
+from bnpzoo.inference.svi import Schedule, memo_batch_size
 from bnpzoo.inference.stick_mixture.sticks import expected_clusters, sort_by_size, truncation_tail
 from bnpzoo.inference.stick_mixture.vmm import fit_vmm, prior_terms
 from bnpzoo.mapped import centred_gram, column_sums, passes, take
-from bnpzoo.inference.stick_mixture.session import (GENERIC, LEARNERS, StochasticSession, check_closed_form,
-                                                     guide_kind)
+from bnpzoo.inference.stick_mixture.learners import (GENERIC, INFERENCE, LEARNERS, STOCHASTIC, FitOutcome,
+                                                      learner)
+from bnpzoo.inference.stick_mixture.session import Options, Program, Pruning, Start, StochasticSession
 from bnpzoo.ops import (conjugate_sticks, default_sigma, relative_spreads, stick_breaking_log_weights,
                         weights_to_sticks)
 from bnpzoo.threads import fit_threads, small_work
 
-INFERENCE = ("vmm", *LEARNERS)
-STOCHASTIC = tuple(name for name, learner in LEARNERS.items() if learner.streams)
 # the least rows of vmm's K-means start (at least 20 per cluster, as for the stochastic learners):
 # a sample of 2,000 gave the NMI of all the rows in a fraction of the time (benchmarks/reports/speed.md)
 KMEANS_SAMPLE = 2000
 # vmm's memoized batches (``inference.stick_mixture.vmm.memoized_expectation``) when batch_size is
 # None: q moves once a batch; the same fit, faster on large data (benchmarks/reports/speed.md)
 VMM_BATCH = 50_000
-# the stochastic learners on the conjugate factors (``session.guide_kind``), with a learned spread,
+# the stochastic learners on the conjugate factors (``learners.Learner.guide_kind``), with a learned spread,
 # start from this many K-means clusters, which births divide
 START_CLUSTERS = 2
 # a learned spread's prior guess is the data's covariance over this (``StickMixture._component_prior``)
@@ -121,7 +120,7 @@ SHARED_PARAMETERS = """
         batch for vi, min(N, 1000) for the papers' learners); for vmm, the rows of each memoized
         batch, after which q is re-estimated from every batch's statistics (None: 50,000; N or
         more: batch vmm).
-    learning_rate : the step eta of the SVI learner (None: its default, ``inference.stick_mixture.session.LEARNERS``:
+    learning_rate : the step eta of the SVI learner (None: its default, ``inference.stick_mixture.learners.LEARNERS``:
         Adam 0.05 for vi, 0.1 for sga-fisher as in [DPM-SGA], 0.02 for svmm). On the conjugate
         factors (the Gaussian and Bernoulli families; on the fixed scale every learner but vi) eta
         is a fraction of the natural gradient (1: the minibatch's conjugate optimum), and
@@ -218,31 +217,38 @@ class StickMixture(MixtureEstimator):
         if self.random_state is not None:
             pyro.set_rng_seed(int(self.random_state) + data_parallel.rank(group))
         family = self._settle(x)
-        if self.inference == "vmm":
-            check_closed_form("vmm", "vmm", family)
-            init_means, labels, self.scale_, prior_mean, _ = self._start(x, self._start_sample(x, KMEANS_SAMPLE),
-                                                                         label_all=True)
-            prior = self._component_prior(x, prior_mean, self._fitted("scale_"))
-            fit = fit_vmm(x, labels, init_means.shape[0], family=family, prior=prior,
-                          hard=self._hard_assignments(), pruning_precision=self._pruning_precision(),
-                          max_iter=self._iterations(), tol=self.tol, prune_threshold=self.prune_threshold,
-                          split_moves=self.split_moves is not False, merge_moves=family.capabilities.moves,
-                          batch_size=self.batch_size or VMM_BATCH, verbose=self.verbose,
-                          clock_start=start, **self._stick_prior())
-            point, sticks, scale, trace, seconds = fit.point, fit.sticks, None, fit.objective_trace, fit.seconds
-            n_iter, converged = fit.n_iter, fit.converged
-            self.phase_starts_ = fit.phase_starts
-        else:
-            self._session = None
-            run = self._run_session(x, self._iterations(), start)
-            (point, sticks, scale), trace, seconds = self._session.estimates, run.elbo_trace, run.seconds
-            n_iter, converged = run.n_iter, run.converged
-        self._record(x, point, sticks, scale, trace, seconds, n_iter, converged, start)
+        self._record(x, self._learner().fit(self, x, family, start), start)
         warn_if_unconverged(self, self._iterations())
         return self
 
+    def _learner(self):
+        """The record of ``inference`` (``inference.stick_mixture.learners``)."""
+        return learner(self.inference)
+
+    def _fit_batch(self, x, family, start) -> FitOutcome:
+        """vmm's fit: every row at its nearest K-means centre, then the closed-form passes."""
+        init_means, labels, self.scale_, prior_mean, _ = self._start(x, self._start_sample(x, KMEANS_SAMPLE),
+                                                                     label_all=True)
+        prior = self._component_prior(x, prior_mean, self._fitted("scale_"))
+        fit = fit_vmm(x, labels, init_means.shape[0], family=family, prior=prior,
+                      hard=self._hard_assignments(), pruning_precision=self._pruning_precision(),
+                      max_iter=self._iterations(), tol=self.tol, prune_threshold=self.prune_threshold,
+                      split_moves=self.split_moves is not False, merge_moves=family.capabilities.moves,
+                      batch_size=self.batch_size or VMM_BATCH, verbose=self.verbose,
+                      clock_start=start, **self._stick_prior())
+        return FitOutcome(fit.point, fit.sticks, None, fit.objective_trace, fit.seconds, fit.n_iter, fit.converged,
+                          fit.phase_starts)
+
+    def _fit_stochastic(self, x, start, max_iter=None, stream=False) -> FitOutcome:
+        """An SVI learner's fit (or, with ``stream``, one batch of a stream, resuming the session)."""
+        if not stream:
+            self._session = None
+        run = self._run_session(x, self._iterations() if max_iter is None else max_iter, start, stream=stream)
+        return FitOutcome(*self._session.estimates, run.elbo_trace, run.seconds, run.n_iter, run.converged,
+                          list(self._session.phase_starts))
+
     def _why_no_partial_fit(self):
-        if self.inference not in STOCHASTIC:
+        if not self._learner().streams:
             return (f"{type(self).__name__}(inference={self.inference!r}) has no partial_fit: a stream needs a "
                     f"stochastic learner ({', '.join(STOCHASTIC)})")
         return None
@@ -284,12 +290,11 @@ class StickMixture(MixtureEstimator):
         if fitted is None:
             self._settle(x)
         passes_here = -(-x.shape[0] // self._batch_size(x.shape[0]))
-        run = self._run_session(x, int(data_parallel.largest(passes_here, group)), start, stream=True)
-        point, sticks, scale = self._session.estimates
-        previous = getattr(self, "elbo_trace_", [])
-        self._record(x, point, sticks, scale, previous + run.elbo_trace,
-                     getattr(self, "elbo_seconds_", []) + run.seconds, getattr(self, "n_iter_", 0) + run.n_iter,
-                     run.converged, start)
+        outcome = self._fit_stochastic(x, start, int(data_parallel.largest(passes_here, group)), stream=True)
+        outcome.trace = getattr(self, "elbo_trace_", []) + outcome.trace
+        outcome.seconds = getattr(self, "elbo_seconds_", []) + outcome.seconds
+        outcome.n_iter += getattr(self, "n_iter_", 0)
+        self._record(x, outcome, start)
         return self
 
     def _check_program(self, x) -> None:
@@ -397,13 +402,13 @@ class StickMixture(MixtureEstimator):
 
     def _validate_params(self):
         super()._validate_params()
-        if getattr(self, "split_moves", False) and self.inference != "vmm":
+        chosen = self._learner()
+        if getattr(self, "split_moves", False) and not chosen.batch:
             raise ValueError(f"split_moves applies to inference='vmm', not inference={self.inference!r}")
-        if self.data_parallel and self.inference not in LEARNERS:
+        if self.data_parallel and not chosen.svi:
             raise ValueError(f"data_parallel=True needs an SVI learner ({', '.join(LEARNERS)}), not "
                              f"inference={self.inference!r}")
-        if self.learning_rate is not None and (self.inference not in LEARNERS
-                                               or LEARNERS[self.inference].learning_rate is None):
+        if self.learning_rate is not None and chosen.learning_rate is None:
             raise ValueError(f"learning_rate does not apply to inference={self.inference!r}, whose steps follow "
                              "their own rule")
         alpha = self.get_params().get("alpha")  # MixtureSVI's programs hold their own
@@ -422,10 +427,10 @@ class StickMixture(MixtureEstimator):
         unless asked otherwise, for every learner but vi (which sums them out): natgrad-svi with
         responsibilities there gave digits' NMI 0.674 against 0.721 (random_state 0 to 4; vmm 0.730;
         0.711 once the pruning phase took vmm's pace, ``session.StochasticSession._settled``)."""
-        learner = LEARNERS.get(self.inference)  # None: vmm
+        chosen = self._learner()
         if self.assignment is None:  # soft with moves: hard VB cuts overlapping clusters apart
-            return not (learner and learner.enumerates) and not self._family().capabilities.moves
-        if learner and learner.needs == "fisher" and self.assignment == "soft":
+            return not chosen.enumerates and not self._family().capabilities.moves
+        if chosen.needs == "fisher" and self.assignment == "soft":
             # F collects r_nk^2 while g collects r_nk: diffuse clusters get steps of order 1 / r_nk
             raise ValueError("assignment='soft' does not suit sga-fisher: its per-sample Fisher needs "
                              "one-hot assignments ([DPM-SGA] eq. (15)); use assignment='hard' or None")
@@ -433,25 +438,25 @@ class StickMixture(MixtureEstimator):
 
     def _grows(self) -> bool:
         """Whether the stochastic learner opens and closes clusters: it fits the conjugate factors
-        (``session.guide_kind``) in one process, with vmm's moves on a record of fixed batches
+        (``learners.Learner.guide_kind``) in one process, with vmm's moves on a record of fixed batches
         (``inference.stick_mixture.memo``); False for arguments not validated yet (``_step_work``
         asks before ``fit`` validates)."""
         try:
             family = self._family()
-            return (self.inference in LEARNERS and not self.data_parallel
-                    and guide_kind(self.inference, family) == "natural")
+            chosen = self._learner()
+            return chosen.svi and not self.data_parallel and chosen.guide_kind(family) == "natural"
         except (KeyError, ValueError):
             return False
 
     def _rows_per_step(self, n):
-        return n if self.inference == "vmm" else self._batch_size(n)
+        return n if self._learner().batch else self._batch_size(n)
 
     def _batch_size(self, n):
         if self.batch_size is not None:
             return min(self.batch_size, n)
         if self._grows():  # their births and merges are judged once a pass (``inference.stick_mixture.memo``)
             return memo_batch_size(n)
-        return n if LEARNERS[self.inference].enumerates else min(n, 1000)
+        return n if self._learner().enumerates else min(n, 1000)
 
     # the bound's prior terms, called by the SVI session with its current prior settings
     _log_prior = staticmethod(prior_terms)
@@ -471,7 +476,7 @@ class StickMixture(MixtureEstimator):
                 raise ValueError(f"the SVI learners need truncation >= 2 and at least 2 samples to start, got "
                                  f"truncation={self.truncation} and {x.shape[0]} samples")
             # vi starts from all the rows (from a sample of each rank's, in a data-parallel fit)
-            floor = batch if not LEARNERS[self.inference].enumerates else x.shape[0] if group is None else KMEANS_SAMPLE
+            floor = batch if not self._learner().enumerates else x.shape[0] if group is None else KMEANS_SAMPLE
             sample = self._start_sample(x, floor)
             grows = self._grows()
             init_means, labels, std, prior_mean, sample = self._start(x, sample, most=START_CLUSTERS if grows and
@@ -482,36 +487,34 @@ class StickMixture(MixtureEstimator):
             order, _ = sort_by_size(counts, **self._stick_prior())
             prior = self._component_prior(x, prior_mean, std)
             init_stats = None
-            if guide_kind(self.inference, self._family()) == "natural":  # the start's statistics, scaled to N
+            if self._learner().guide_kind(self._family()) == "natural":  # the start's statistics, scaled to N
                 stats = self._family().label_statistics(sample, labels, k, prior)
                 init_stats = {name: share * value[order] for name, value in stats.items()}
-            self._session = self._new_session(init_means[order], counts[order], std, prior_mean, prior, init_stats,
-                                              truncation=self.truncation if grows else None)
+            self._session = self._new_session(Start(init_means[order], counts[order], init_stats), std, prior_mean,
+                                              prior, truncation=self.truncation if grows else None)
             self.scale_ = std
-        return self._session.run(x, max_iter=max_iter, batch_size=batch, tol=self.tol, clock_start=clock_start,
-                                 verbose=self.verbose, group=group, stream=stream)
+        return self._session.run(x, Schedule(max_iter, batch, self.tol), clock_start=clock_start, verbose=self.verbose,
+                                 group=group, stream=stream)
 
-    def _new_session(self, init_means, counts, std, prior_mean, component_prior=None, init_stats=None,
-                     truncation=None) -> StochasticSession:
+    def _new_session(self, start: Start, std, prior_mean, component_prior=None, truncation=None) -> StochasticSession:
         """``truncation``: the clusters births may open (None: the start's; no moves)."""
         grows = truncation is not None
         prior = dict(std=std, prior_mean=prior_mean, prior_precision=self.prior_precision, **self._stick_prior())
-        return StochasticSession(
-            self.inference, self._program(), self._family(), init_means, counts,
-            model_kwargs=self._program_kwargs(std, prior_mean), prior=prior, log_prior=self._log_prior,
-            component_prior=component_prior, init_stats=init_stats,
-            # the pruning phase's steps: half the fit's, all of them with moves (its record converges
-            # in about as many evaluations as vmm's phase in iterations, then it stops)
-            occam=self._occam, pruning_precision=self._pruning_precision(),
-            pruning_steps=self._iterations() if grows else self._iterations() // 2,
-            guide=self.guide, hard=self._hard_assignments(), learning_rate=self.learning_rate,
-            prune_threshold=self.prune_threshold, truncation=truncation, moves=grows)
+        program = Program(self._program(), self._program_kwargs(std, prior_mean), self._log_prior)
+        # the pruning phase's steps: half the fit's, all of them with moves (its record converges in
+        # about as many evaluations as vmm's phase in iterations, then it stops)
+        pruning = Pruning(self._pruning_precision(), self._iterations() if grows else self._iterations() // 2,
+                          self.prune_threshold)
+        options = Options(guide=self.guide, hard=self._hard_assignments(), learning_rate=self.learning_rate,
+                          occam=self._occam, truncation=truncation, moves=grows)
+        return StochasticSession(self._learner(), self._family(), program, start, prior, component_prior, pruning,
+                                 options)
 
     # -- saving and resuming a stream ----------------------------------------------------------
     def _resume_state(self):
         """The stochastic learner's session (``StochasticSession.state_dict``), which ``save`` and
         pickles keep so that ``partial_fit`` continues the stream after ``load``; None for vmm."""
-        if getattr(self, "_session", None) is not None and self.inference in STOCHASTIC:
+        if getattr(self, "_session", None) is not None and self._learner().streams:
             return self._session.state_dict()
         return getattr(self, "_saved_session", None)
 
@@ -535,18 +538,17 @@ class StickMixture(MixtureEstimator):
         if state.get("component_prior") is not None:  # a natural guide's shapes; load_state_dict sets its values
             component_prior = ComponentPrior(**state["component_prior"])
             init_stats = self._family().statistics(means[:1], means.new_zeros(1, k), component_prior)
-        session = self._new_session(means, state["counts"], prior["std"], prior["prior_mean"], component_prior,
-                                    init_stats, truncation=self.truncation if self._grows() else None)
+        session = self._new_session(Start(means, state["counts"], init_stats), prior["std"], prior["prior_mean"],
+                                    component_prior, truncation=self.truncation if self._grows() else None)
         session.load_state_dict(state)
         return session
 
-    def _record(self, x, point, sticks, scale, trace, seconds, n_iter, converged, start):
+    def _record(self, x, outcome: FitOutcome, start):
         self.n_features_in_ = x.shape[1]
-        self._finalise(x, point, sticks, scale)
-        self.elbo_trace_, self.elbo_seconds_ = [float(v) for v in trace], [float(v) for v in seconds]
-        if self.inference != "vmm":
-            self.phase_starts_ = list(self._session.phase_starts)
-        self.n_iter_, self.converged_ = n_iter, bool(converged)
+        self._finalise(x, outcome.point, outcome.sticks, outcome.scale)
+        self.elbo_trace_, self.elbo_seconds_ = [float(v) for v in outcome.trace], [float(v) for v in outcome.seconds]
+        self.phase_starts_ = list(outcome.phase_starts)
+        self.n_iter_, self.converged_ = outcome.n_iter, bool(outcome.converged)
         self.fit_seconds_ = time.perf_counter() - start
         self._check_finite(bound=self.elbo_trace_, means=self._fitted("means_"), weights=self._fitted("weights_"),
                            scale=self._fitted("scale_"))

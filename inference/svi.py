@@ -113,92 +113,114 @@ def evaluation_indices(n: int, size: int, device) -> torch.Tensor:
     return torch.randperm(n)[:size].to(device)
 
 
-def svi_step(model, guide, data, indices, *, loss_fn, optim, model_kwargs, fixed=None):
+def svi_step(program, data, indices, *, loss_fn, fixed=None):
     """Steps 1, 2, 4 and 5 of the module docstring; ``fixed`` holds sites the model is conditioned
     on besides the minibatch (MAP assignments), scored by ``scored_loss``. Returns the (detached)
     loss tensor."""
     scale = 1.0 / data.shape[0]
-    conditioned = poutine.scale(poutine.condition(model, data={DATA_PLATE: indices, **(fixed or {})}), scale)
+    conditioned = poutine.scale(poutine.condition(program.model, data={DATA_PLATE: indices, **(fixed or {})}), scale)
     with poutine.trace(param_only=True) as params:
-        loss = (scored_loss if fixed else loss_fn)(conditioned, poutine.scale(guide, scale), data,
-                                                   subsample_size=indices.numel(), **model_kwargs)
+        loss = (scored_loss if fixed else loss_fn)(conditioned, poutine.scale(program.guide, scale), data,
+                                                   subsample_size=indices.numel(), **program.model_kwargs)
         loss.backward()
     unconstrained = [params.trace.nodes[name]["value"].unconstrained() for name in sorted(params.trace.nodes)]
     data_parallel.average_gradients(unconstrained, indices.numel(), data_parallel.group_of(data))
-    optim(unconstrained)
+    program.optim(unconstrained)
     zero_grads(unconstrained)
     return loss.detach()
 
 
-def run_svi(
-    model,
-    guide,
-    data: torch.Tensor,
-    *,
-    model_kwargs: dict,
-    optim: pyro.optim.PyroOptim,
-    loss="enum",
-    max_iter: int = 1000,
-    batch_size: int | None = None,
-    tol: float = 1e-5,
-    window: int = 10,
-    evaluate=None,
-    before_step=None,
-    after_step=None,
-    reorganise=None,
-    moves=None,
-    draw=None,
-    clock_start: float | None = None,
-    verbose: bool = False,
-) -> SVIRun:
-    """Run steps until the bound's relative change per ``window`` steps is at most ``tol``.
+@dataclass
+class SVIProgram:
+    """What ``run_svi`` steps: a program, its guide, their keyword arguments, an optimizer and a
+    loss (``"enum"``, ``"map"`` or a callable; step 4 of the module docstring), as Pyro's
+    ``SVI(model, guide, optim, loss)``."""
 
-    ``evaluate()`` returns the bound (a scalar tensor); without it the mean minus-loss of the
-    last window is used. ``moves()`` runs after each evaluation: while it returns True (it changed
-    the clusters, or has yet to judge them) the run goes on whatever the bound did, and where it
-    returns ``CONVERGED`` the run has converged (its own test, on a less noisy bound); then
-    ``reorganise()``. ``after_step()``
-    runs after each step. ``draw()`` gives each step's minibatch indices (default: ``minibatch_indices``).
+    model: callable
+    guide: callable
+    optim: pyro.optim.PyroOptim
+    model_kwargs: dict = field(default_factory=dict)
+    loss: object = "enum"
+
+
+@dataclass
+class Schedule:
+    """When a run stops: after ``max_iter`` steps, or once the bound's relative change between two
+    evaluations ``window`` steps apart is at most ``tol``; each step on ``batch_size`` rows."""
+
+    max_iter: int = 1000
+    batch_size: int | None = None
+    tol: float = 1e-5
+    window: int = 10
+
+
+@dataclass
+class Hooks:
+    """What a learner adds to the steps (each optional). ``evaluate()`` returns the bound (a scalar
+    tensor); without it the mean minus-loss of the last window is used. ``moves()`` runs after each
+    evaluation: while it returns True (it changed the clusters, or has yet to judge them) the run
+    goes on whatever the bound did, and where it returns ``CONVERGED`` the run has converged (its
+    own test, on a less noisy bound); then ``reorganise()``. ``before_step(indices)`` is step 3 of
+    the module docstring; ``after_step()`` runs after each step; ``draw()`` gives each step's
+    minibatch indices (default: ``minibatch_indices``)."""
+
+    evaluate: callable = None
+    before_step: callable = None
+    after_step: callable = None
+    reorganise: callable = None
+    moves: callable = None
+    draw: callable = None
+
+
+def run_svi(program: SVIProgram, data: torch.Tensor, schedule: Schedule, hooks: Hooks | None = None, *,
+            clock_start: float | None = None, verbose: bool = False) -> SVIRun:
+    """Run ``program``'s steps on ``data`` until ``schedule`` stops them, with a learner's ``hooks``.
     ``run.seconds`` count from ``clock_start`` (a ``time.perf_counter()`` value; default: this call).
     """
-    loss_fn, run = _loss_function(loss), SVIRun()
+    hooks, loss_fn, run = hooks or Hooks(), _loss_function(program.loss), SVIRun()
     validated = is_validation_enabled()
     start, recent = time.perf_counter() if clock_start is None else clock_start, []
     shown = verbose and data_parallel.rank(data_parallel.group_of(data)) == 0  # one bar for all the ranks
-    with progress(total=max_iter, disable=not shown, desc="svi", unit="step") as bar:
-        for step in range(max_iter):
-            indices = draw() if draw is not None else minibatch_indices(data_parallel.rows_here(data), batch_size,
-                                                                         data.device)
+    with progress(total=schedule.max_iter, disable=not shown, desc="svi", unit="step") as bar:
+        for step in range(schedule.max_iter):
+            indices = hooks.draw() if hooks.draw is not None else minibatch_indices(
+                data_parallel.rows_here(data), schedule.batch_size, data.device)
             with pyro.validation_enabled(validated and step == 0):
-                fixed = before_step(indices) if before_step is not None else None
-                recent.append(svi_step(model, guide, data, indices, loss_fn=loss_fn, optim=optim,
-                                       model_kwargs=model_kwargs, fixed=fixed if loss == "map" else None))
-            if after_step is not None:
-                after_step()
+                fixed = hooks.before_step(indices) if hooks.before_step is not None else None
+                recent.append(svi_step(program, data, indices, loss_fn=loss_fn,
+                                       fixed=fixed if program.loss == "map" else None))
+            if hooks.after_step is not None:
+                hooks.after_step()
             run.n_iter = step + 1
-            if run.n_iter % window and run.n_iter != max_iter:
+            if run.n_iter % schedule.window and run.n_iter != schedule.max_iter:
                 continue
             bar.update(len(recent))
-            with torch.no_grad():
-                bound = evaluate() if evaluate is not None else -data_parallel.weighted_mean(
-                    [torch.stack(recent).mean()], 1.0, data_parallel.group_of(data))[0] * data.shape[0]
+            _evaluation(run, data, hooks, recent, start)
             recent = []
-            release(data)  # the pages this window's minibatches touched, when data is a mapped file
-            run.elbo_trace.append(float(bound))  # one host sync per window
-            if not torch.isfinite(bound):
-                raise FloatingPointError(f"the bound is {run.elbo_trace[-1]} after {run.n_iter} steps: the steps "
-                                         "diverged; lower the learning rate")
-            run.seconds.append(time.perf_counter() - start)
             bar.set_postfix(elbo=f"{run.elbo_trace[-1]:.6g}")
-            unsettled = moves is not None and moves()
+            unsettled = hooks.moves is not None and hooks.moves()
             if unsettled is CONVERGED:
                 run.converged = True
                 break
             if len(run.elbo_trace) > 1 and not unsettled:
                 before = run.elbo_trace[-2]
-                if abs(run.elbo_trace[-1] - before) <= tol * abs(before):
+                if abs(run.elbo_trace[-1] - before) <= schedule.tol * abs(before):
                     run.converged = True
                     break
-            if reorganise is not None:
-                reorganise()
+            if hooks.reorganise is not None:
+                hooks.reorganise()
     return run
+
+
+def _evaluation(run: SVIRun, data, hooks: Hooks, recent: list, start: float) -> None:
+    """The bound after a window of steps (``hooks.evaluate``, else the window's mean minus-loss),
+    appended to ``run`` with its time; a FloatingPointError where it is not finite."""
+    with torch.no_grad():
+        bound = hooks.evaluate() if hooks.evaluate is not None else -data_parallel.weighted_mean(
+            [torch.stack(recent).mean()], 1.0, data_parallel.group_of(data))[0] * data.shape[0]
+    release(data)  # the pages this window's minibatches touched, when data is a mapped file
+    run.elbo_trace.append(float(bound))  # one host sync per window
+    if not torch.isfinite(bound):
+        raise FloatingPointError(f"the bound is {run.elbo_trace[-1]} after {run.n_iter} steps: the steps "
+                                 "diverged; lower the learning rate")
+    run.seconds.append(time.perf_counter() - start)

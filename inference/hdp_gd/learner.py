@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 import torch
 from bnpzoo.progress import progress
+from bnpzoo.inference.optim import decaying_step
 
 from bnpzoo.inference.hdp_gd.updates import (Globals, Observations, Prior, batch_iteration, converged, global_bound,
                                              initial_globals, memoized_visit, merge_moves, online_step, saliency_mean)
@@ -114,8 +115,8 @@ def online_pass(obs: Observations, g: Globals, prior: Prior, schedule: Schedule,
         rows = perm[start : start + schedule.batch_size].sort().values  # group order within the batch
         step += 1
         batch = obs.rows(rows)
-        g, _, f, estimate = online_step(batch, g, prior, n_total=n, group_sizes=obs.sizes, step=step,
-                                        offset=schedule.offset, decay=schedule.decay)
+        g, _, f, estimate = online_step(batch, g, prior, n_total=n, group_sizes=obs.sizes,
+                                        zeta=decaying_step(step, schedule.offset, schedule.decay))
         estimates.append(estimate)
         if step % every == 0:
             g, _, _ = merge_moves(batch, g, prior, f, candidates=schedule.merges, scale=n / len(rows))

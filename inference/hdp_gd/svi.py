@@ -25,13 +25,13 @@ from pyro.infer import TraceEnum_ELBO
 from bnpzoo.guides.hdp_gd import guide, learned_factors
 from bnpzoo.inference import optim as optimizers
 from bnpzoo.inference.hdp_gd.updates import Globals
-from bnpzoo.inference.svi import run_svi
+from bnpzoo.inference.svi import Schedule, SVIProgram, run_svi
 
 FLOOR = 1e-6  # q(W) starts off the simplex's edge (the K-means start gives exact zeros)
 
 
-def fit_svi(model, x: torch.Tensor, groups: torch.Tensor, start: Globals, *, model_kwargs: dict, max_iter: int,
-            learning_rate: float, tol: float, batch_size: int | None = None, verbose: bool = False):
+def fit_svi(model, x: torch.Tensor, groups: torch.Tensor, start: Globals, *, model_kwargs: dict, schedule: Schedule,
+            learning_rate: float, verbose: bool = False):
     """SVI steps of ``model`` (called ``model(x, groups=..., subsample_size=..., **model_kwargs)``)
     with the learned mean-field guide, from ``start``, in Pyro's current param store.
 
@@ -39,7 +39,7 @@ def fit_svi(model, x: torch.Tensor, groups: torch.Tensor, start: Globals, *, mod
     ----------
     model : the program; x (N, D) its observations (transformed, in (0, 1)); groups (N,) their groups.
     start : the first global factors. model_kwargs : the program's keyword arguments.
-    max_iter, learning_rate, tol, batch_size, verbose : as ``inference.svi.run_svi`` (Adam's step).
+    schedule, verbose : as ``inference.svi.run_svi``; learning_rate : Adam's step.
 
     Returns
     -------
@@ -48,8 +48,8 @@ def fit_svi(model, x: torch.Tensor, groups: torch.Tensor, start: Globals, *, mod
     theta = start.theta.clamp_min(FLOOR)
     start = start.replace(theta=theta / theta.sum(-1, keepdim=True))
     loss = TraceEnum_ELBO(max_plate_nesting=2).differentiable_loss
-    run = run_svi(model, partial(guide, start=start), x, model_kwargs=dict(model_kwargs, groups=groups),
-                  optim=optimizers.adam(learning_rate), loss=loss, max_iter=max_iter, batch_size=batch_size,
-                  tol=tol, verbose=verbose)
+    program = SVIProgram(model, partial(guide, start=start), optimizers.adam(learning_rate),
+                         dict(model_kwargs, groups=groups), loss)
+    run = run_svi(program, x, schedule, verbose=verbose)
     learned = learned_factors(start)  # read back from Pyro's param store; detached, as plain tensors
     return learned.replace(**{name: getattr(learned, name).detach() for name in Globals.__dataclass_fields__}), run

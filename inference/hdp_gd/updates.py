@@ -74,7 +74,6 @@ from torch.distributions import Beta, Dirichlet, Gamma, kl_divergence
 from bnpzoo.inference.hdp_gd.beta_normaliser import expected_log_normaliser, shape_slopes
 from bnpzoo.inference.conjugate import expected_log_weights
 from bnpzoo.inference.kmeans import kmeans
-from bnpzoo.inference.optim import decaying_step
 from bnpzoo.ops import conjugate_sticks, softmax_, squared_distances
 
 GUARD_HALVINGS = 8  # step halvings tried before a Gamma update is refused
@@ -435,13 +434,12 @@ def batch_iteration(obs: Observations, g: Globals, prior: Prior, f: torch.Tensor
 
 # -- Algorithm 2: online VI ----------------------------------------------------------------------
 def online_step(batch: Observations, g: Globals, prior: Prior, *, n_total: int, group_sizes: torch.Tensor,
-                step: int, offset: float, decay: float, local_iters: int = 3):
-    """Algorithm 2 for minibatch number ``step``: the local factors, then every global factor a
-    natural-gradient step zeta_r = (eta0 + r)^(-kappa) (``offset``, ``decay``; Algorithm 2 step 7)
-    towards its optimum computed from the minibatch (module docstring). Returns (globals, r and f of
-    the minibatch, the bound estimated from it: its rows' terms scaled by N / |B|, the global
+                zeta: float, local_iters: int = 3):
+    """Algorithm 2 for one minibatch: the local factors, then every global factor a natural-gradient
+    step ``zeta`` (zeta_r = (eta0 + r)^(-kappa) for minibatch r, ``decaying_step``; Algorithm 2 step
+    7) towards its optimum computed from the minibatch (module docstring). Returns (globals, r and f
+    of the minibatch, the bound estimated from it: its rows' terms scaled by N / |B|, the global
     terms once)."""
-    zeta = decaying_step(step, offset, decay)
     tab = tables(g)
     rho, r, f, lik = local_step(batch, g, tab, iters=local_iters)
     n_groups = g.theta.shape[0]

@@ -33,10 +33,12 @@ import torch
 from bnpzoo.ops import stick_parameters, tail_sums
 
 
-def gaussian_mixture_fisher(x, resp, means, sticks, *, std, alpha, discount=0.0, prior_mean, prior_precision,
-                            n_total):
+def gaussian_mixture_fisher(x, resp, means, sticks, *, n_total, **prior):
     """(F_mu of shape K x 1, F_u of shape K - 1) for a minibatch ``x`` (M x D) with
-    responsibilities ``resp`` (M x K) under means (K x D) and sticks (K - 1)."""
+    responsibilities ``resp`` (M x K) under means (K x D) and sticks (K - 1), of ``n_total`` rows;
+    ``prior``: std, alpha, discount (default 0), prior_mean and prior_precision (the session's)."""
+    std, alpha, discount = prior["std"], prior["alpha"], prior.get("discount", 0.0)
+    prior_mean, prior_precision = prior["prior_mean"], prior["prior_precision"]
     m = x.shape[0]
     var = torch.as_tensor(std, dtype=x.dtype, device=x.device) ** 2
     r2 = resp * resp

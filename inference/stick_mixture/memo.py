@@ -3,8 +3,8 @@
 Hughes and Sudderth ("Memoized online variational inference for Dirichlet process mixture
 models", NeurIPS 2013; bnpy's memoized online VB) keep, for each of B fixed batches of rows, the
 statistics of its last visit; their sum is the whole data's, so a move (a merge, a birth) is
-judged on the memoized bound of ``inference.stick_mixture.vmm`` (``cluster_terms`` and
-``stick_terms``: the same bound as vmm's moves) without a pass over the data.
+judged on the memoized bound of ``inference.stick_mixture.vmm`` (``MemoizedTerms.cluster`` and
+``.sticks``: the same bound as vmm's moves) without a pass over the data.
 
 Here the stochastic learner visits the rows in fixed batches: a random partition of the rows made
 once, the batches drawn in a new random order every pass (``draw``). Each step records its batch's

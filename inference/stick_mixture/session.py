@@ -61,7 +61,7 @@ fires (``vi`` at learning rate 1e4 on the digits: NMI below 0.3, ``tests/test_re
 """
 
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pyro
 import torch
@@ -72,172 +72,141 @@ from bnpzoo.guides import stick_mixture as guides
 from bnpzoo.families import ComponentPrior
 from bnpzoo.inference import data_parallel, optim as optimizers
 from bnpzoo.inference.conjugate import natural_estimate, responsibilities
+from bnpzoo.inference.stick_mixture.learners import GENERIC, LEARNERS, Learner  # noqa: F401 (re-exported)
 from bnpzoo.inference.stick_mixture.fisher import gaussian_mixture_fisher, prior_curvature
 from bnpzoo.inference.stick_mixture.mean_factors import mean_variances, occam_penalty
 from bnpzoo.inference.stick_mixture.memo import Memo
 from bnpzoo.inference.stick_mixture.sticks import reorder_and_prune, stick_log_prior, update_sticks
-from bnpzoo.inference.svi import CONVERGED, SVIRun, evaluation_indices, run_svi
+from bnpzoo.inference.svi import CONVERGED, Hooks, Schedule, SVIProgram, SVIRun, evaluation_indices, run_svi
 from bnpzoo.inference.stick_mixture.vmm import (BIRTH_SAMPLE, REFINE, Assignments, assign, birth_candidates,
-                                                division_statistics, divided, memoized_bound, memoized_terms,
+                                                division_statistics, divided, memoized_bound, MemoizedTerms,
                                                 propose_births, propose_merges)
 from bnpzoo.ops import conjugate_sticks, stick_breaking_log_weights
 
 
-@dataclass(frozen=True)
-class Learner:
-    """One SVI learner, all that the session and the estimators need to know of it (``LEARNERS``)."""
-
-    guide: str  # "map", "natural", or "chosen" (the estimator's ``guide`` argument)
-    learning_rate: float | None  # default step size (None: the rule has none)
-    make_optim: callable  # (learning rate, per-parameter step unit or None, FisherBoard) -> PyroOptim
-    natural_rule: callable  # learning rate -> its rule on the conjugate factors' natural gradient (module docstring)
-    unit: str | None = None  # "gradient" or "normalised": the unit of its step (StochasticSession)
-    needs: str | None = None  # the family's closed form it cannot run without
-    # the rule's own default step on the natural gradient, where not ``learning_rate``: momentum's
-    # steady step eta / (1 - 0.9) is then sga's 0.1 (at 0.02, twice it: digits' NMI 0.707 against
-    # 0.721, random_state 0 to 4)
-    natural_rate: float | None = None
-    convex: bool = False  # theta + eta g on the natural gradient: a convex combination for eta <= 1
-    # assignments summed out by enumeration over every row (Pyro's SVI with Adam): its default batch
-    # is the data, its K-means start every row, and it never takes the papers' MAP assignments
-    enumerates: bool = False
-
-    @property
-    def streams(self) -> bool:
-        """Whether it is a minibatch learner, with ``partial_fit``: all but the full-batch one."""
-        return not self.enumerates
-
-    def default_rate(self, natural: bool) -> float | None:
-        """Its step when the caller gives none: on the natural gradient (``natural``) or on the
-        guide's own parameters."""
-        return self.natural_rate if natural and self.natural_rate is not None else self.learning_rate
-
-
-# natural_rule: each rule on the conjugate factors' natural gradient theta_hat - theta (the module
-# docstring), eta a fraction of it (1: the conjugate optimum of the minibatch)
-LEARNERS = {
-    "vi": Learner("chosen", 0.05, lambda lr, unit, board: optimizers.adam(lr, lr_scale=unit),
-                  lambda lr: optimizers.adam(lr, normalised=False), unit="normalised", enumerates=True),
-    "sga": Learner("map", 0.1, lambda lr, unit, board: optimizers.sga(lr, lr_scale=unit), optimizers.sga,
-                   unit="gradient", convex=True),
-    "sga-momentum": Learner("map", 0.02, lambda lr, unit, board: optimizers.sga_momentum(lr, lr_scale=unit),
-                            optimizers.sga_momentum, unit="gradient", natural_rate=0.01),
-    "sga-fisher": Learner("map", 0.1, lambda lr, unit, board: optimizers.sga_fisher(board, lr), optimizers.sga,
-                          needs="fisher", convex=True),
-    "svmm": Learner("map", 0.02, lambda lr, unit, board: optimizers.svmm(lr, direction="fisher", lr_scale=unit),
-                    lambda lr: optimizers.svmm(lr, direction="momentum"), unit="normalised"),
-    "svmm-mgrad": Learner("map", 0.1, lambda lr, unit, board: optimizers.svmm(lr, direction="momentum",
-                                                                              lr_scale=unit),
-                          lambda lr: optimizers.svmm(lr, direction="momentum"), unit="gradient"),
-    "svmm-grad": Learner("map", 0.1, lambda lr, unit, board: optimizers.svmm(lr, direction="gradient",
-                                                                             lr_scale=unit), optimizers.sga,
-                         unit="gradient", convex=True),
-    "natgrad-svi": Learner("natural", None, lambda lr, unit, board: optimizers.natural_gradient_svi(),
-                           lambda lr: optimizers.natural_gradient_svi(), needs="natural", convex=True),
-}
 REFINED_MOVES = 3  # the best merges (births) refined once no memoized move pays (``_refine``) ...
 SETTLED = 1e-3  # ... and the record's memoized bound moved by at most this fraction since the last
 SPLIT_AXES = 3  # a cluster's principal axes across which a refined birth proposes halves
-GENERIC = tuple(name for name, spec in LEARNERS.items() if spec.needs is None)
-CLOSED_FORMS = {"fisher": "per-sample Fisher", "natural": "conjugate natural-gradient estimate",
-                "vmm": "batch closed-form (VMM) update"}
+@dataclass(frozen=True)
+class Program:
+    """The program a session fits: the Pyro ``model``, its keyword arguments (its hyperparameters;
+    the session sets ``truncation`` and, in the pruning phase, ``prior_precision``), and
+    ``log_prior(means, sticks, variances, n_clusters=, **prior)``, the bound's prior
+    (``inference.stick_mixture.vmm.prior_terms`` for the zoo's programs)."""
+
+    model: callable
+    model_kwargs: dict
+    log_prior: callable
 
 
-def guide_kind(learner: str, family, chosen: str = "map") -> str:
-    """The guide ``learner`` fits ``family`` with: the conjugate factors ("natural", stored in natural
-    parameters) wherever the family has their closed forms, for every learner where it learns a
-    spread and for the papers' learners on the fixed scale too (the module docstring); else the
-    learner's own ("map", or ``chosen`` for vi, whose full-batch Adam on the summed-out bound
-    stays where the spread is fixed)."""
-    spec = LEARNERS[learner]
-    if spec.guide == "natural" or ("natural" in family.capabilities.closed_forms
-                                   and (family.capabilities.moves or spec.guide == "map")):
-        return "natural"
-    return chosen if spec.guide == "chosen" else spec.guide
+@dataclass(frozen=True)
+class Start:
+    """The start: the clusters' means and counts (scaled to N) and, for the conjugate factors, their
+    statistics (``family.label_statistics``, scaled to N)."""
+
+    means: torch.Tensor
+    counts: torch.Tensor
+    stats: dict | None = None
 
 
-def check_closed_form(learner: str, needs: str | None, family) -> None:
-    """ValueError naming the learner and the family when the family lacks what the learner needs."""
-    if needs is not None and needs not in family.capabilities.closed_forms:
-        raise ValueError(f"inference={learner!r} needs the {CLOSED_FORMS[needs]} in closed form, which the "
-                         f"{family.name} family lacks; use one of {', '.join(GENERIC)}")
+@dataclass(frozen=True)
+class Pruning:
+    """The pruning phase: its first ``steps`` steps (or until the bound first converges) run with the
+    prior precision ``precision``, then the model's (``inference.stick_mixture.vmm``); clusters whose
+    stick falls below ``threshold`` are dropped at each evaluation ([PYPM-sVMM] V.D)."""
+
+    precision: float | None = None
+    steps: int = 0
+    threshold: float = 1e-3
+
+
+@dataclass(frozen=True)
+class Options:
+    """A session's choices: the guide of vi (``guide``), MAP assignments (``hard``), the step (None:
+    the learner's default), ``occam`` (the MAP assignments and the bound take the expectation under
+    the means' Gaussian factors, ``inference.stick_mixture.mean_factors``, whose variances follow
+    the counts as last evaluated), the evaluation minibatch's rows, the prior's truncation (births
+    open clusters up to it; None: the start's clusters), and births and merges (``moves``)."""
+
+    guide: str = "map"
+    hard: bool = False
+    learning_rate: float | None = None
+    occam: bool = True
+    eval_size: int = 2000
+    truncation: int | None = None
+    moves: bool = False
 
 
 class StochasticSession:
-    """One fit of a stick-breaking mixture program by a learner of ``LEARNERS``, resumable batch
-    after batch. ``model_kwargs`` are the program's hyperparameters (the session sets
-    ``truncation`` and, in the pruning phase, ``prior_precision``); ``prior`` holds std, alpha,
-    discount, prior_mean and prior_precision for the closed forms and the guides;
-    ``log_prior(means, sticks, variances, n_clusters=, **prior)`` scores the bound's prior
-    (``inference.stick_mixture.vmm.prior_terms`` for the zoo's programs).
+    """One fit of a stick-breaking mixture ``program`` by a learner of ``learners.LEARNERS``, resumable
+    batch after batch, from ``start``. ``prior`` holds std, alpha, discount, prior_mean and
+    prior_precision for the closed forms and the guides; ``component_prior`` is the conjugate
+    factors' prior (``families.ComponentPrior``)."""
 
-    ``occam``: the MAP assignments and the bound take the expectation under the means' Gaussian
-    factors (``inference.stick_mixture.mean_factors``), whose variances follow the clusters' counts as last
-    evaluated. ``pruning_precision``: the first ``pruning_steps`` steps (or until the bound first
-    converges) run with that prior precision, then the model's (``inference.stick_mixture.vmm``, pruning phase).
-    """
-
-    def __init__(self, learner: str, model, family, init_means, init_counts, *, model_kwargs: dict, prior: dict,
-                 log_prior, component_prior: ComponentPrior | None = None, init_stats: dict | None = None,
-                 occam=True, pruning_precision=None, pruning_steps=0, guide="map", hard=False, learning_rate=None,
-                 prune_threshold=1e-3, eval_size=2000, truncation=None, moves=False):
-        spec = LEARNERS[learner]
-        self.kind = guide_kind(learner, family, guide)
-        check_closed_form(learner, "natural" if self.kind == "natural" else spec.needs, family)
-        self.model, self.family, self.log_prior, self.occam = model, family, log_prior, occam
+    def __init__(self, learner: Learner, family, program: Program, start: Start, prior: dict,
+                 component_prior: ComponentPrior | None = None, pruning: Pruning = Pruning(),
+                 options: Options = Options()):
+        self.kind = learner.guide_kind(family, options.guide)
+        self.natural = self.kind == "natural"  # the conjugate factors, in natural parameters
+        learner.check(family, "natural" if self.natural else learner.needs)
+        self.model, self.family, self.log_prior, self.occam = program.model, family, program.log_prior, options.occam
         self.final_precision = prior["prior_precision"]
-        stronger = pruning_precision is not None and pruning_precision > self.final_precision
-        self.pruning_steps = pruning_steps if stronger else 0
+        stronger = pruning.precision is not None and pruning.precision > self.final_precision
+        self.pruning_steps, model_kwargs = (pruning.steps if stronger else 0), program.model_kwargs
         if self.pruning_steps:
-            prior = dict(prior, prior_precision=pruning_precision)
-            model_kwargs = dict(model_kwargs, prior_precision=pruning_precision)
-            component_prior = component_prior and component_prior.with_mean_precision(pruning_precision)
+            prior = dict(prior, prior_precision=pruning.precision)
+            model_kwargs = dict(model_kwargs, prior_precision=pruning.precision)
+            component_prior = component_prior and component_prior.with_mean_precision(pruning.precision)
         self.component_prior = component_prior  # the natural guide's factor's prior (``families``)
-        self.counts = init_counts
+        self.counts = start.counts
         self.evaluations, self.phase_starts = 0, [0]  # evaluations so far; where each prior phase began
-        self.hard = hard  # MAP assignments: the table's argmax, or one-hot responsibilities (natural guide)
-        self.prior, self.prune_threshold, self.eval_size = prior, prune_threshold, eval_size
+        self.hard = options.hard  # MAP assignments: the table's argmax, or one-hot responsibilities (natural guide)
+        self.prior, self.prune_threshold, self.eval_size = prior, pruning.threshold, options.eval_size
         self.sticks_prior = dict(alpha=prior["alpha"], discount=prior["discount"])
+        k = start.means.shape[0]
         # the truncation of the prior (births open clusters up to it), by default the start's clusters
-        self.n_clusters = init_means.shape[0] if truncation is None else truncation
-        self.model_kwargs = dict(model_kwargs, truncation=init_means.shape[0])
+        self.n_clusters = k if options.truncation is None else options.truncation
+        self.model_kwargs = dict(model_kwargs, truncation=k)
         self.board = optimizers.FisherBoard()
-        default = spec.default_rate(natural=self.kind == "natural")
-        lr = self.learning_rate = learning_rate if learning_rate is not None else default
-        # step units. The rules whose step scales with g: g of a cluster of weight pi_k is about
-        # pi_k I (mean - mu_k) for its mean, I the location's Fisher information per feature, and
-        # about pi_k for its logit stick; with eta in these units eta = 1 is a Newton step at
-        # pi_k = 1/K, K the clusters in use (``_reorganise`` rescales the step as pruning lowers K:
-        # with the K of the start, a cluster that grew to hold most of the data took steps many
-        # times its Newton step, and diverged). sVMM's direction W / sqrt(F), like Adam's, is about
-        # +-1 per coordinate: eta is in units of the component's standard deviation (one per feature),
-        # so no feature's units set the pace.
-        self.information = family.location_information(prior["std"]).to(init_means)
-        self.unit = spec.unit
-        std = self.information.rsqrt()
-        k = init_means.shape[0]
-        units = {"gradient": {"mu_map": k / self.information, "v_map": float(k)},
-                 "normalised": {"mu_map": std, "mu_loc": std, "v_map": 1.0}}
-        if self.kind == "natural":  # each rule on the natural gradient theta_hat - theta (the module docstring)
-            self.optim = spec.natural_rule(lr)
-        else:
-            self.optim = spec.make_optim(lr, units.get(spec.unit), self.board)
-        self.fisher = spec.needs == "fisher" and self.kind != "natural"
+        rate = options.learning_rate
+        lr = self.learning_rate = rate if rate is not None else learner.default_rate(natural=self.natural)
+        self.information = family.location_information(prior["std"]).to(start.means)
+        self.unit = learner.unit
+        self.optim = learner.natural_rule(lr) if self.natural else learner.make_optim(lr, self._units(k), self.board)
+        self.fisher = learner.needs == "fisher" and not self.natural
         self.memo = self.step_from = None  # the natural guide's memoized record; its last step's start and target
-        self.moves = moves and self.kind == "natural"  # births and merges (one process)
+        self.moves = options.moves and self.natural  # births and merges (one process)
         # a rule that is not a convex combination of theta and theta_hat can leave the factors' domain:
         # checked after each step (``_keep_proper``; a Cholesky per cluster and a host sync a step)
-        self.guarded = self.kind == "natural" and not (spec.convex and (lr is None or lr <= 1))
-        init_sticks = update_sticks(init_counts, **self.sticks_prior)
-        if self.kind == "map":
-            self.guide = guides.map_guide(init_means, init_sticks)
-        elif self.kind == "mean-field":
-            self.guide = guides.mean_field_guide(init_means, init_sticks)
-        else:
-            self.guide = guides.natural_guide(family, component_prior, init_stats, **self.sticks_prior)
-        self.loss = self._natural_loss if self.kind == "natural" else ("map" if self.hard else "enum")
+        self.guarded = self.natural and not (learner.convex and (lr is None or lr <= 1))
+        self.guide = self._start_guide(start)
+        self.loss = self._natural_loss if self.natural else ("map" if self.hard else "enum")
         self.store_state = None
         self.rng = None  # the RNG states at the end of the last run
+
+    def _units(self, k: int) -> dict | None:
+        """The step units of a rule on the guide's own parameters (each rule on the natural gradient
+        theta_hat - theta has its own, the module docstring). The rules whose step scales with g: g of
+        a cluster of weight pi_k is about pi_k I (mean - mu_k) for its mean, I the location's Fisher
+        information per feature, and about pi_k for its logit stick; with eta in these units eta = 1 is
+        a Newton step at pi_k = 1/K, K the clusters in use (``_reorganise`` rescales the step as pruning
+        lowers K: with the K of the start, a cluster that grew to hold most of the data took steps many
+        times its Newton step, and diverged). sVMM's direction W / sqrt(F), like Adam's, is about +-1
+        per coordinate: eta is in units of the component's standard deviation (one per feature), so no
+        feature's units set the pace."""
+        std = self.information.rsqrt()
+        units = {"gradient": {"mu_map": k / self.information, "v_map": float(k)},
+                 "normalised": {"mu_map": std, "mu_loc": std, "v_map": 1.0}}
+        return units.get(self.unit)
+
+    def _start_guide(self, start: Start):
+        """The guide at the start: the conjugate factors of its statistics, else Delta (map) or Normal
+        and Beta (mean-field) sites at its means and its counts' sticks."""
+        if self.natural:
+            return guides.natural_guide(self.family, self.component_prior, start.stats, **self.sticks_prior)
+        init_sticks = update_sticks(start.counts, **self.sticks_prior)
+        make = guides.map_guide if self.kind == "map" else guides.mean_field_guide
+        return make(start.means, init_sticks)
 
     def _variances(self):
         """tau_k^2 of the means' factors at the current counts, or None without ``occam``."""
@@ -262,8 +231,8 @@ class StochasticSession:
     def _before_step(self, indices):
         """The minibatch's MAP assignments (hard learners on the zoo's families) and the per-sample
         Fisher; returns the assignments for the step to condition on."""
-        decode = self.hard and self.occam and self.kind != "natural"
-        if self.fisher or self.kind == "natural" or decode:  # the rules that need the minibatch itself
+        decode = self.hard and self.occam and not self.natural
+        if self.fisher or self.natural or decode:  # the rules that need the minibatch itself
             self.batch = self.data[indices]
         if not (self.fisher or decode):
             return None
@@ -330,7 +299,7 @@ class StochasticSession:
         fixed evaluation minibatch: the bound is (N / M) sum_n ln sum_k pi_k f(x_n | mu_k) + ln p(mu)
         + ln p_u(v) ([PYPM-sVMM] eq. (22)-(23) with z summed out; the same number for every learner,
         so their traces compare)."""
-        if self.kind == "natural":  # the conjugate factors' own expectation and KL
+        if self.natural:  # the conjugate factors' own expectation and KL
             factor, (c1, c0) = guides.natural_factors()
             sticks = c1 / (c1 + c0)
             log_weights = stick_breaking_log_weights(sticks).to(self.eval_batch.dtype)
@@ -397,18 +366,17 @@ class StochasticSession:
         if not memo.complete:
             return True
         assignments = memo.assignments()
-        terms = memoized_terms(self.family, self.component_prior, self.sticks_prior, self.n_clusters)
+        terms = MemoizedTerms(self.family, self.component_prior, self.sticks_prior, self.n_clusters)
         value = memoized_bound(terms, assignments)
         previous, self.record_bound = self.record_bound, value
         change = float("inf") if previous is None else abs(value - previous) / abs(value)
         moved, merges = None, self.family.capabilities.moves and not self.pruning_steps  # as vmm's merge_moves
         if merges:
-            moved = propose_merges(assignments, *terms, refine=None, value=None, tries=0)
+            moved = propose_merges(assignments, terms, refine=None, value=None, tries=0)
         # births of the clusters not tried since they last changed; of every cluster once settled
         untried = torch.ones_like(assignments.counts, dtype=torch.bool) if change <= SETTLED else ~self.tried
         if moved is None and bool(untried.any()) and not self.pruning_steps:  # none in vmm's pruning phase
-            moved = propose_births(self.data, assignments, *terms, self.family, self.component_prior,
-                                   self.n_clusters, seed=self.evaluations,
+            moved = propose_births(self.data, assignments, terms, seed=self.evaluations,
                                    responsibilities=None if self.hard else self._responsibilities(),
                                    clusters=untried.nonzero()[:, 0].tolist())
             self.tried = self.tried | untried  # those divided have origin -1: untried again (``_set_factors``)
@@ -416,7 +384,7 @@ class StochasticSession:
         # cluster gain only once their rows move, and so may a division that almost pays
         baseline = []  # the current clusters refined, once a refined move needs them
         if moved is None and change <= SETTLED and merges:
-            moved = propose_merges(assignments, *terms, value=None, tries=REFINED_MOVES,
+            moved = propose_merges(assignments, terms, value=None, tries=REFINED_MOVES,
                                    refine=lambda merged: self._refine(merged, assignments, baseline))
             if moved is None:
                 moved = self._refined_birth(assignments, terms, baseline)
@@ -492,9 +460,8 @@ class StochasticSession:
         halved by size (the sexes): refined, -1,386.3 against the two clusters' -1,374.1; halved by
         species at fixed responsibilities the halves gained 131.7 nats of fit against 133.8 of
         weights, and three clusters bound the data better than two."""
-        cluster_terms, stick_terms = terms
         counts, family, prior = assignments.counts, self.family, self.component_prior
-        k, current = counts.numel(), cluster_terms(assignments.stats, torch.zeros_like(counts))
+        k, current = counts.numel(), terms.cluster(assignments.stats, torch.zeros_like(counts))
         if k >= self.n_clusters:
             return None
         shares, divisions = self._responsibilities(), []
@@ -515,8 +482,8 @@ class StochasticSession:
         for cluster, pieces in divisions:
             kept = counts.clone()
             kept[cluster] = pieces["count"][0]
-            gain = (cluster_terms(pieces, torch.zeros_like(pieces["count"])).sum() - current[cluster]
-                    + stick_terms(torch.cat([kept, pieces["count"][1:]])))
+            gain = (terms.cluster(pieces, torch.zeros_like(pieces["count"])).sum() - current[cluster]
+                    + terms.sticks(torch.cat([kept, pieces["count"][1:]])))
             scored.append((float(gain), cluster, pieces))
         for _, cluster, pieces in sorted(scored, key=lambda s: s[0], reverse=True)[:REFINED_MOVES]:
             stats, origin = divided(assignments.stats, [(cluster, pieces)])
@@ -570,7 +537,7 @@ class StochasticSession:
     def _estimates(self):
         """(point estimates as the family's ``log_density`` takes them, sticks, the means' factor
         scales or None) from the param store."""
-        if self.kind == "natural":
+        if self.natural:
             factor, (c1, c0) = guides.natural_factors()
             return self.family.point(factor, self.component_prior), c1 / (c1 + c0), None
         means, sticks, scale = guides.point_estimates(self.kind)
@@ -598,7 +565,7 @@ class StochasticSession:
         self.phase_starts, self.prior, self.model_kwargs = (list(state["phase_starts"]), dict(state["prior"]),
                                                             dict(state["model_kwargs"]))
         self.board.update(state["board"])
-        if self.kind == "natural" and not any(name.startswith(guides.FACTOR) for name in state["params"]):
+        if self.natural and not any(name.startswith(guides.FACTOR) for name in state["params"]):
             raise ValueError("this natural-gradient stream was saved by an older bnpzoo, whose factors this one "
                              "stores otherwise: partial_fit cannot continue it; fit a new one")
         if state.get("component_prior") is not None:
@@ -612,13 +579,12 @@ class StochasticSession:
         optimizers.restore_optimizer_state(self.optim, self.store_state["params"], state["optimizer"])
 
     # -- running -----------------------------------------------------------------------------
-    def run(self, x, *, max_iter, batch_size, tol, clock_start=None, verbose=False, window=10, group=None,
-            stream=False):
-        """Steps on ``x`` (the data set, or the current batch of a stream); the bound's times count
-        from ``clock_start`` (``time.perf_counter()``; default: now). ``group``: the process group of
-        a data-parallel fit, x this rank's rows (``inference.data_parallel``). A fit with births and
-        merges ends at its record's conjugate optimum (the last steps' noise gone); a ``stream``'s
-        batch keeps the rule's average over the batches before it."""
+    def run(self, x, schedule: Schedule, *, clock_start=None, verbose=False, group=None, stream=False) -> SVIRun:
+        """Steps on ``x`` (the data set, or the current batch of a stream) as ``schedule`` says; the
+        bound's times count from ``clock_start`` (``time.perf_counter()``; default: now). ``group``:
+        the process group of a data-parallel fit, x this rank's rows (``inference.data_parallel``). A
+        fit with births and merges ends at its record's conjugate optimum (the last steps' noise gone);
+        a ``stream``'s batch keeps the rule's average over the batches before it."""
         store = pyro.get_param_store()
         fresh = self.store_state is None  # the session's first run: the start's bound is scored
         if fresh:
@@ -630,10 +596,9 @@ class StochasticSession:
             set_rng_state(self.rng)  # runs (a fit leaves the caller's generators as it found them)
         x = self.data = data_parallel.shard(mapped.rows(x), group)  # a mapped x: minibatches read from its file
         self.eval_batch = x[evaluation_indices(data_parallel.rows_here(x), self.eval_size, x.device)]
-        reorganise = self._reorganise if self.kind in ("map", "natural") else None
         # births and merges on a record of fixed batches (one process: the record is not summed over ranks)
-        self.memo = Memo(x.shape[0], batch_size, x.device) if self.moves and group is None else None
-        self.record_bound, self.tol = None, tol  # the last record's memoized bound, where no move followed it
+        self.memo = Memo(x.shape[0], schedule.batch_size, x.device) if self.moves and group is None else None
+        self.record_bound, self.tol = None, schedule.tol  # the last record's memoized bound, where no move followed it
         self.at_optimum = False  # whether the factors took the last record's optimum (``_settled``)
         # the clusters whose division did not pay and which have not changed since (k-means on every
         # cluster at every record took 70 % of a 50-cluster fit's time)
@@ -641,16 +606,32 @@ class StochasticSession:
         if fresh:
             with torch.no_grad():
                 start_bound = float(self._score()[0])
-        total, remaining = SVIRun(), max_iter
+        total = self._phases(x, schedule, clock_start, verbose)
+        if self.memo is not None and self.memo.complete and not stream:  # the record's optimum: no step's noise
+            self._set_factors(self.memo.assignments().stats)
+        if fresh:
+            overshoot(start_bound, total.elbo_trace, self.learning_rate)
+        self.estimates = self._estimates()
+        self.data = self.batch = self.eval_batch = None  # the next run brings its own (and x's file closes)
+        self.memo = self.step_from = None
+        self.store_state = store.get_state()
+        self.rng = get_rng_state()
+        return total
+
+    def _phases(self, x, schedule: Schedule, clock_start, verbose) -> SVIRun:
+        """``run_svi`` through the rest of the pruning phase (its steps, or until it converges), then
+        under the model's own prior, for ``schedule.max_iter`` steps in all."""
+        total, remaining = SVIRun(), schedule.max_iter
+        program = SVIProgram(self.model, self.guide, self.optim, self.model_kwargs, self.loss)
+        hooks = Hooks(evaluate=self._evaluate, before_step=self._before_step,
+                      reorganise=self._reorganise if self.kind in ("map", "natural") else None,
+                      after_step=self._keep_proper if self.guarded else None,
+                      moves=self._moves if self.memo is not None else None,
+                      draw=self.memo.draw if self.memo is not None else None)
         while remaining > 0:
             steps = min(remaining, self.pruning_steps) if self.pruning_steps else remaining
-            run = run_svi(self.model, self.guide, x, model_kwargs=self.model_kwargs, optim=self.optim,
-                          loss=self.loss, max_iter=steps, batch_size=batch_size, tol=tol, window=window,
-                          evaluate=self._evaluate, before_step=self._before_step, reorganise=reorganise,
-                          after_step=self._keep_proper if self.guarded else None,
-                          moves=self._moves if self.memo is not None else None,
-                          draw=self.memo.draw if self.memo is not None else None,
-                          clock_start=clock_start, verbose=verbose)
+            run = run_svi(program, x, replace(schedule, max_iter=steps), hooks, clock_start=clock_start,
+                          verbose=verbose)
             total.elbo_trace += run.elbo_trace
             total.seconds += run.seconds
             total.n_iter += run.n_iter
@@ -667,15 +648,6 @@ class StochasticSession:
                     self.component_prior = self.component_prior.with_mean_precision(self.final_precision)
                 self.phase_starts.append(self.evaluations)
                 self.record_bound = None  # the memoized bound of the other prior
-        if self.memo is not None and self.memo.complete and not stream:  # the record's optimum: no step's noise
-            self._set_factors(self.memo.assignments().stats)
-        if fresh:
-            overshoot(start_bound, total.elbo_trace, self.learning_rate)
-        self.estimates = self._estimates()
-        self.data = self.batch = self.eval_batch = None  # the next run brings its own (and x's file closes)
-        self.memo = self.step_from = None
-        self.store_state = store.get_state()
-        self.rng = get_rng_state()
         return total
 
 

@@ -326,38 +326,45 @@ def assign(scores: torch.Tensor, hard: bool) -> torch.Tensor:
     return torch.softmax(scores, 1)
 
 
-def prior_terms(means, sticks, variances, *, std, alpha, discount=0.0, prior_mean, prior_precision, n_clusters):
+def prior_terms(means, sticks, variances, *, n_clusters, **prior):
     """-KL(q(mu) || p(mu)) + ln p_u(v) over ``n_clusters`` for the fixed-scale family's point
     estimates (the SVI learners' bound); a cluster not in ``means`` sits at its prior (KL 0, its
-    stick at the mode). Each mean has prior N(m0, std^2 / lambda0) per feature."""
-    kl = means_kl(means, variances, std=std, prior_mean=prior_mean, prior_precision=prior_precision)
-    return stick_log_prior(sticks, alpha, discount, n_sticks=n_clusters - 1) - kl
+    stick at the mode). ``prior``: std, alpha, discount (default 0), prior_mean (m0) and
+    prior_precision (lambda0), the session's; each mean has prior N(m0, std^2 / lambda0) per feature."""
+    kl = means_kl(means, variances, std=prior["std"], prior_mean=prior["prior_mean"],
+                  prior_precision=prior["prior_precision"])
+    return stick_log_prior(sticks, prior["alpha"], prior.get("discount", 0.0), n_sticks=n_clusters - 1) - kl
 
 
-def memoized_terms(family, prior, sticks_prior: dict, n_clusters: int):
-    """The memoized bound's two parts, as functions of statistics (moves score proposals with them):
-    ``cluster_terms(stats, entropy)``, each cluster's expected data term, entropy and -KL at the
-    factor its statistics give, (K,); ``stick_terms(counts)``, sum_k N_k ln pi_k + ln p_u(v) at the
-    sticks' optimum for the counts (batched over leading dimensions), over ``n_clusters``."""
+@dataclass(frozen=True)
+class MemoizedTerms:
+    """The memoized bound's two parts, as functions of statistics (moves score proposals with them),
+    for ``family`` under ``prior`` and the sticks' prior over ``n_clusters`` (the most clusters a birth
+    may open): ``cluster(stats, entropy)``, each cluster's expected data term, entropy and -KL at the
+    factor its statistics give, (K,); ``sticks(counts)``, sum_k N_k ln pi_k + ln p_u(v) at the
+    sticks' optimum for the counts (batched over leading dimensions)."""
 
-    def cluster_terms(stats, entropy):
-        q = family.natural(stats, prior)
-        return family.expected_data_term(q, stats, prior) + entropy - family.kl(q, prior)
+    family: object
+    prior: object
+    sticks_prior: dict
+    n_clusters: int
 
-    def stick_terms(counts):
-        sticks = update_sticks(counts, **sticks_prior)
-        return (counts * stick_breaking_log_weights(sticks)).sum(-1) + stick_log_prior(sticks, **sticks_prior,
-                                                                                        n_sticks=n_clusters - 1)
+    def cluster(self, stats, entropy):
+        q = self.family.natural(stats, self.prior)
+        return self.family.expected_data_term(q, stats, self.prior) + entropy - self.family.kl(q, self.prior)
 
-    return cluster_terms, stick_terms
+    def sticks(self, counts):
+        sticks = update_sticks(counts, **self.sticks_prior)
+        return (counts * stick_breaking_log_weights(sticks)).sum(-1) + stick_log_prior(
+            sticks, **self.sticks_prior, n_sticks=self.n_clusters - 1)
 
 
-def memoized_bound(terms, assignments) -> float:
-    """The memoized bound of ``assignments`` from ``memoized_terms``' two parts (an entropy of None:
-    hard assignments, none), less what ``family.rows_term`` adds."""
-    cluster_terms, stick_terms = terms
+
+def memoized_bound(terms: MemoizedTerms, assignments) -> float:
+    """The memoized bound of ``assignments`` (an entropy of None: hard assignments, none), less what
+    ``family.rows_term`` adds."""
     entropy = assignments.entropy if assignments.entropy is not None else torch.zeros_like(assignments.counts)
-    return float(cluster_terms(assignments.stats, entropy).sum() + stick_terms(assignments.counts))
+    return float(terms.cluster(assignments.stats, entropy).sum() + terms.sticks(assignments.counts))
 
 
 BIRTH_SAMPLE = 2000  # a larger cluster's pieces: k-means on this many of its rows, then every row to the nearest
@@ -420,18 +427,17 @@ def birth_candidates(x, assignments, family, prior, seed: int, responsibilities=
             yield divisions(cluster, members)
 
 
-def propose_births(x, assignments, cluster_terms, stick_terms, family, prior, ceiling: int, seed: int,
-                   responsibilities=None, clusters=None):
+def propose_births(x, assignments, terms: MemoizedTerms, seed: int, responsibilities=None, clusters=None):
     """Split moves scored on the memoized bound (Hughes and Sudderth's births in a simple form): a
     cluster divided into pieces (``birth_candidates``: halves, and for the spherical family quarters
     and eighths; ``responsibilities`` with soft assignments) changes the objective at fixed
-    assignments only through the pieces' own ``cluster_terms`` (the entropies of the
-    responsibilities, which a division only shares out, cancel) and ``stick_terms``, so a candidate
+    assignments only through the pieces' own ``terms.cluster`` (the entropies of the
+    responsibilities, which a division only shares out, cancel) and ``terms.sticks``, so a candidate
     costs a k-means over its own rows and O(K), never a pass over the data (with soft assignments,
     also its rows' responsibilities: over every cluster, one pass's scoring). For each cluster the
     smallest division that raises the objective (halves where they do), then the clusters in order
     of that gain, each kept when it raises the objective further, the pieces but the first appended
-    as new clusters, up to ``ceiling`` clusters. More than two pieces matter where a cluster with a
+    as new clusters, up to ``terms.n_clusters`` clusters. More than two pieces matter where a cluster with a
     pooled variance covers many true ones in one glob (``NormalGammaFamily.birth_pieces``): halves
     of it divide the weights (about N_k ln 2 with hard assignments) for little gain in fit, eighths
     gain far more. Taking the smallest that pays, not the best, keeps a division from cutting a true
@@ -439,24 +445,24 @@ def propose_births(x, assignments, cluster_terms, stick_terms, family, prior, ce
     to 55 clusters for 50). Returns the new assignments, or None when no division raises the
     objective. The next iteration's objective is this memoized one (it maximises q and the sticks
     for these assignments), so the trace stays monotone."""
-    counts = assignments.counts
+    counts, ceiling = assignments.counts, terms.n_clusters
     k = counts.numel()
-    terms = cluster_terms(assignments.stats, torch.zeros_like(counts))
+    current = terms.cluster(assignments.stats, torch.zeros_like(counts))
 
     def objective(chosen):  # chosen: (the division's gain in cluster terms, cluster, moved rows, pieces)
         divided = counts.clone()
         for _, cluster, _, pieces in chosen:
             divided[cluster] = pieces["count"][0]
         born = [pieces["count"][1:] for *_, pieces in chosen]
-        return float(terms.sum()) + sum(c[0] for c in chosen) + float(stick_terms(torch.cat([divided, *born])))
+        return float(current.sum()) + sum(c[0] for c in chosen) + float(terms.sticks(torch.cat([divided, *born])))
 
     chosen, best, added = [], objective([]), 0
     smallest = []  # for each cluster, (the objective with its smallest division that raises it alone, the division)
-    for divisions in birth_candidates(x, assignments, family, prior, seed, responsibilities, clusters):
+    for divisions in birth_candidates(x, assignments, terms.family, terms.prior, seed, responsibilities, clusters):
         for cluster, moved, pieces in divisions:  # in order of size, up to the first that pays
             if k + len(moved) > ceiling:
                 break
-            gain = float(cluster_terms(pieces, torch.zeros_like(pieces["count"])).sum() - terms[cluster])
+            gain = float(terms.cluster(pieces, torch.zeros_like(pieces["count"])).sum() - current[cluster])
             candidate = (gain, cluster, moved, pieces)
             if (value := objective([candidate])) > best:
                 smallest.append((value, candidate))
@@ -496,27 +502,33 @@ def divided(stats: dict, divisions: list) -> tuple[dict, torch.Tensor]:
     return out, origin
 
 
-def fit_vmm(
-    x: torch.Tensor,
-    init_labels: torch.Tensor,
-    n_clusters: int,
-    *,
-    family,
-    prior,
-    alpha: float = 1.0,
-    discount: float = 0.0,
-    pruning_precision: float | None = None,
-    hard: bool = True,
-    max_iter: int = 100,
-    tol: float = 1e-6,
-    prune_threshold: float = 1e-3,
-    split_moves: bool = False,
-    merge_moves: bool = False,
-    batch_size: int | None = None,
-    guard: bool = True,
-    verbose: bool = False,
-    clock_start: float | None = None,
-) -> StickMixtureFit:
+@dataclass(frozen=True)
+class VMMSettings:
+    """``fit_vmm``'s settings (its docstring): the sticks' prior, the pruning phase's precision, MAP
+    assignments, the stopping rule, pruning, the moves, the memoized batches, the guard of step 2,
+    the progress bar, and the clock the seconds count from (a ``time.perf_counter()`` value)."""
+
+    alpha: float = 1.0
+    discount: float = 0.0
+    pruning_precision: float | None = None
+    hard: bool = True
+    max_iter: int = 100
+    tol: float = 1e-6
+    prune_threshold: float = 1e-3
+    split_moves: bool = False
+    merge_moves: bool = False
+    batch_size: int | None = None
+    guard: bool = True
+    verbose: bool = False
+    clock_start: float | None = None
+
+    @property
+    def sticks_prior(self) -> dict:
+        return dict(alpha=self.alpha, discount=self.discount)
+
+
+def fit_vmm(x: torch.Tensor, init_labels: torch.Tensor, n_clusters: int, *, family, prior,
+            **settings) -> StickMixtureFit:
     """Run the MM iterations from a K-means start ([DPM-SGA] Algorithm 1, with MAP in place of SGA)
     for a conjugate component ``family`` (``bnpzoo.families``) under ``prior`` (a
     ``families.ComponentPrior``; its ``mean_precision`` is kappa0 of the last phase).
@@ -527,7 +539,7 @@ def fit_vmm(
     (soft), or after ``max_iter`` iterations. Both tests mean the same at every N; a test on the
     hard objective's relative change did not: on 1,000,000 x 64 a change of 4.4e-6 stopped the
     pruning phase after 2 iterations with 100 clusters left of 50 (NMI 0.931), where moving
-    assignments run on to the 50. ``guard=False`` reorganises unconditionally, as [PYPM-sVMM] V.D
+    assignments run on to the 50. ``settings`` are ``VMMSettings``' fields. ``guard=False`` reorganises unconditionally, as [PYPM-sVMM] V.D
     does (for comparison); ``split_moves`` proposes splits and the collapse in the last phase (the
     module docstring). Every pass over the data runs in blocks of rows (``expectation``).
     ``batch_size`` below N makes the learner memoized (``memoized_expectation``): the pass visits
@@ -535,25 +547,24 @@ def fit_vmm(
     memoized bound of the statistics (the same number, as the family's ``rows_term`` completes it).
     ``fit.seconds`` count from ``clock_start`` (a ``time.perf_counter()`` value; default: this call).
     """
+    settings = VMMSettings(**settings)
     phases = [prior]
-    if pruning_precision is not None and pruning_precision > prior.mean_precision:
-        phases.insert(0, prior.with_mean_precision(pruning_precision))
-    assignments = Assignments.from_labels(x, init_labels, n_clusters, family, prior, hard)
-    fit = StickMixtureFit(q={}, point={}, sticks=x.new_empty(0),
-                          clock_start=time.perf_counter() if clock_start is None else clock_start)
-    bar = tqdm(total=max_iter * len(phases), disable=not verbose, desc="vmm", unit="it")
-    batches = None
-    if batch_size is not None and batch_size < x.shape[0]:
-        batches = [slice(start, min(start + batch_size, x.shape[0])) for start in range(0, x.shape[0], batch_size)]
+    if settings.pruning_precision is not None and settings.pruning_precision > prior.mean_precision:
+        phases.insert(0, prior.with_mean_precision(settings.pruning_precision))
+    assignments = Assignments.from_labels(x, init_labels, n_clusters, family, prior, settings.hard)
+    clock = time.perf_counter() if settings.clock_start is None else settings.clock_start
+    fit = StickMixtureFit(q={}, point={}, sticks=x.new_empty(0), clock_start=clock)
+    bar = tqdm(total=settings.max_iter * len(phases), disable=not settings.verbose, desc="vmm", unit="it")
+    batches, size = None, settings.batch_size
+    if size is not None and size < x.shape[0]:
+        batches = [slice(start, min(start + size, x.shape[0])) for start in range(0, x.shape[0], size)]
     rows_term = family.rows_term(x, prior) if batches is not None else 0.0
     for phase, phase_prior in enumerate(phases):
         fit.phase_starts.append(len(fit.objective_trace))
-        splits = split_moves and phase == len(phases) - 1
-        assignments, fit.converged = _phase(x, assignments, fit, bar, family=family, prior=phase_prior,
-                                            sticks_prior=dict(alpha=alpha, discount=discount),
-                                            n_clusters=n_clusters, hard=hard, max_iter=max_iter, tol=tol,
-                                            prune_threshold=prune_threshold, guard=guard, splits=splits,
-                                            merges=merge_moves, batches=batches, rows_term=rows_term)
+        terms = MemoizedTerms(family, phase_prior, settings.sticks_prior, n_clusters)
+        last = phase == len(phases) - 1
+        run = _Phase(x, terms, settings, splits=settings.split_moves and last, batches=batches, rows_term=rows_term)
+        assignments, fit.converged = run.iterate(assignments, fit, bar)
     finish(bar)
     return fit
 
@@ -566,110 +577,127 @@ def fit_vmm(
 NEAR = 100
 
 
-def _phase(x, assignments, fit, bar, *, family, prior, sticks_prior, n_clusters, hard, max_iter, tol,
-           prune_threshold, guard, splits, merges, batches=None, rows_term=0.0):
-    """Iterate steps 1-4 under one prior until convergence; returns (assignments, converged).
-    With ``batches`` the pass is memoized (``memoized_expectation``) and the objective the memoized
-    bound plus ``rows_term``."""
+class _Phase:
+    """Steps 1-4 under one prior (``terms.prior``) until convergence (``iterate``). With ``batches``
+    the pass is memoized (``memoized_expectation``) and the objective the memoized bound plus
+    ``rows_term``; ``splits``: births and the collapse in this phase."""
 
-    def estimate(stats):  # steps 3-4: (q, its point, sticks)
-        q = family.natural(stats, prior)
-        return q, family.point(q, prior), update_sticks(stats["count"], **sticks_prior)
+    def __init__(self, x, terms: MemoizedTerms, settings: VMMSettings, *, splits: bool, batches=None,
+                 rows_term=0.0):
+        self.x, self.terms, self.settings, self.splits = x, terms, settings, splits
+        self.family, self.prior, self.batches, self.rows_term = terms.family, terms.prior, batches, rows_term
+        self.trace = []
+        self.births_due = True  # until a round of births keeps none, and again once the live clusters change
+        self.refine_due = True  # refined merges before settling: until a round keeps none, again once clusters change
 
-    def maximise(assignments):  # steps 3-4, then one pass: (q, its point, sticks), step 1's assignments, objective
-        q, point, sticks = estimate(assignments.stats)
-        pairs = assignments.merge_candidates() if merges else None
-        if batches is not None:
-            value = rows_term + memoized_bound((cluster_terms, stick_terms), assignments)
-            return (q, point, sticks.to(x.dtype)), memoized_expectation(x, batches, family, prior, assignments,
-                                                                        estimate, hard, pairs), value
-        data_term, new = expectation(x, family, q, point, prior, sticks, hard, assignments.labels, pairs)
-        value = data_term + stick_log_prior(sticks, **sticks_prior, n_sticks=n_clusters - 1) - family.kl(q, prior).sum()
+    def estimate(self, stats):  # steps 3-4: (q, its point, sticks)
+        q = self.family.natural(stats, self.prior)
+        return q, self.family.point(q, self.prior), update_sticks(stats["count"], **self.settings.sticks_prior)
+
+    def maximise(self, assignments):
+        """Steps 3-4, then one pass: (q, its point, sticks), step 1's assignments, the objective."""
+        q, point, sticks = self.estimate(assignments.stats)
+        pairs = assignments.merge_candidates() if self.settings.merge_moves else None
+        hard, x = self.settings.hard, self.x
+        if self.batches is not None:
+            value = self.rows_term + memoized_bound(self.terms, assignments)
+            return (q, point, sticks.to(x.dtype)), memoized_expectation(x, self.batches, self.family, self.prior,
+                                                                        assignments, self.estimate, hard, pairs), value
+        data_term, new = expectation(x, self.family, q, point, self.prior, sticks, hard, assignments.labels, pairs)
+        value = (data_term + stick_log_prior(sticks, **self.settings.sticks_prior, n_sticks=self.terms.n_clusters - 1)
+                 - self.family.kl(q, self.prior).sum())
         return (q, point, sticks.to(x.dtype)), new, value.item()
 
-    cluster_terms, stick_terms = memoized_terms(family, prior, sticks_prior, n_clusters)
-
-    def refine(assignments, target):  # steps 1-4 from a proposal until its objective passes ``target``
+    def refine(self, assignments, target):
+        """Steps 1-4 from a proposal until its objective passes ``target``; None once it settles below."""
         previous = -float("inf")
         for _ in range(REFINE):
-            _, new, objective = maximise(assignments.select(reorganise(assignments)))
+            _, new, objective = self.maximise(assignments.select(self.reorganise(assignments)))
             if objective > target:
                 return new
-            if objective - previous <= tol * abs(objective):  # settled below the target
+            if objective - previous <= self.settings.tol * abs(objective):  # settled below the target
                 return None
             previous, assignments = objective, new
         return None
 
-    def reorganise(assignments):  # step 2's order and pruning
-        return reorder_and_prune(assignments.counts, sticks_prior["alpha"], prune_threshold, sticks_prior["discount"],
-                                 empty=EMPTY_ROWS)
+    def reorganise(self, assignments):  # step 2's order and pruning
+        sticks_prior = self.settings.sticks_prior
+        return reorder_and_prune(assignments.counts, sticks_prior["alpha"], self.settings.prune_threshold,
+                                 sticks_prior["discount"], empty=EMPTY_ROWS)
 
-    def live(assignments):  # clusters that hold rows
-        return int((assignments.counts >= HOLDS_ROWS).sum())
+    def iterate(self, assignments, fit, bar):
+        """The phase's iterations; returns (assignments, converged)."""
+        settings, trace = self.settings, self.trace
+        for it in range(settings.max_iter + 1):
+            began = time.perf_counter()
+            # step 2: reorder by size, prune dead clusters; kept only where it does not lower the objective
+            keep = self.reorganise(assignments)
+            moved = not torch.equal(keep, torch.arange(assignments.counts.numel(), device=keep.device))
+            estimates, new, value = self.maximise(assignments.select(keep))
+            if settings.guard and moved and trace and value < trace[-1]:
+                estimates, new, value = self.maximise(assignments)
+            else:
+                assignments = assignments.select(keep)
+            fit.q, fit.point, fit.sticks = estimates
+            trace.append(value)
+            fit.objective_trace.append(value)
+            fit.seconds.append(time.perf_counter() - fit.clock_start)
+            if it == settings.max_iter:
+                return assignments, False
+            # step 1: the new assignments (eq. (15)), from maximise's pass
+            fit.n_iter += 1
+            seconds = {"pass": time.perf_counter() - began}  # the iteration's parts, for the progress bar
+            k = assignments.counts.numel()
+            if settings.hard:
+                converged = int((new.labels != assignments.labels).sum()) <= settings.tol * self.x.shape[0]
+            else:
+                converged = len(trace) > 1 and abs(value - trace[-2]) <= settings.tol * abs(trace[-2])
+            assignments, converged = self.moves(new, converged, estimates, it, seconds)
+            bar.update(1)
+            bar.set_postfix({"k": k, "objective": f"{value:.4g}", **{part: f"{s:.2f}s" for part, s in seconds.items()}})
+            if converged:
+                return assignments, True
 
-    trace = []
-    births_due = True  # until a round of births keeps none, and again once the live clusters change
-    refine_due = True  # refined merges before settling: until a round keeps none, again once clusters change
-    for it in range(max_iter + 1):
-        began = time.perf_counter()
-        # step 2: reorder by size, prune dead clusters; kept only where it does not lower the objective
-        keep = reorganise(assignments)
-        moved = not torch.equal(keep, torch.arange(assignments.counts.numel(), device=keep.device))
-        estimates, new, value = maximise(assignments.select(keep))
-        if guard and moved and trace and value < trace[-1]:
-            estimates, new, value = maximise(assignments)
-        else:
-            assignments = assignments.select(keep)
-        fit.q, fit.point, fit.sticks = estimates
-        trace.append(value)
-        fit.objective_trace.append(value)
-        fit.seconds.append(time.perf_counter() - fit.clock_start)
-        if it == max_iter:
-            return assignments, False
-        # step 1: the new assignments (eq. (15)), from maximise's pass
-        fit.n_iter += 1
-        seconds = {"pass": time.perf_counter() - began}  # the iteration's parts, for the progress bar
-        k = assignments.counts.numel()
-        if hard:
-            settled_assignments = int((new.labels != assignments.labels).sum()) <= tol * x.shape[0]
-        else:
-            settled_assignments = len(trace) > 1 and abs(value - trace[-2]) <= tol * abs(trace[-2])
-        assignments = new
-        converged = settled_assignments
-        if splits and converged and births_due:  # births once the assignments stand still
+    def moves(self, assignments, converged: bool, estimates, it: int, seconds: dict):
+        """Births once the assignments stand still, memoized merges at every iteration (those that
+        need a pass once nearly settled), the collapse once nothing else changes the clusters;
+        returns (assignments, converged), ``seconds`` gaining each move's time."""
+        settings, trace, value = self.settings, self.trace, self.trace[-1]
+        if self.splits and converged and self.births_due:
             began = time.perf_counter()
             with small_work():
-                born = propose_births(x, assignments, cluster_terms, stick_terms, family, prior, n_clusters,
-                                      seed=it, responsibilities=None if hard else _responsibilities(family, prior,
-                                                                                                   *estimates))
+                shares = None if settings.hard else _responsibilities(self.family, self.prior, *estimates)
+                born = propose_births(self.x, assignments, self.terms, seed=it, responsibilities=shares)
             seconds["births"] = time.perf_counter() - began
-            births_due = born is not None
+            self.births_due = born is not None
             if born is not None:
-                assignments, converged, refine_due = born, False, True
-        if merges:  # memoized merges at every iteration (no pass); those that need one once nearly settled
+                assignments, converged, self.refine_due = born, False, True
+        if settings.merge_moves:
             began = time.perf_counter()
-            slow = refine_due and len(trace) > 1 and trace[-1] - trace[-2] <= NEAR * tol * abs(trace[-2])
-            merged = propose_merges(assignments, cluster_terms, stick_terms, lambda a: refine(a, value), value,
+            slow = self.refine_due and len(trace) > 1 and trace[-1] - trace[-2] <= NEAR * settings.tol * abs(trace[-2])
+            merged = propose_merges(assignments, self.terms, lambda a: self.refine(a, value), value,
                                     tries=3 if converged else 1 if slow else 0)
             seconds["merges"] = time.perf_counter() - began
-            refine_due = refine_due and not (slow and not merged)
+            self.refine_due = self.refine_due and not (slow and not merged)
             if merged:
-                births_due = births_due or live(merged) != live(assignments)
-                refine_due = refine_due or live(merged) != live(assignments)
+                changed = _live(merged) != _live(assignments)
+                self.births_due, self.refine_due = self.births_due or changed, self.refine_due or changed
                 assignments, converged = merged, False
-        if splits and converged:  # the collapse move, once nothing else changes the clusters
-            whole = propose_whole(assignments, (cluster_terms, stick_terms))
+        if self.splits and converged:  # the collapse move, once nothing else changes the clusters
+            whole = propose_whole(assignments, self.terms)
             if whole is not None:
-                assignments, converged, births_due, refine_due = whole, False, True, True
-        bar.update(1)
-        bar.set_postfix({"k": k, "objective": f"{value:.4g}", **{part: f"{s:.2f}s" for part, s in seconds.items()}})
-        if converged:
-            return assignments, True
+                assignments, converged, self.births_due, self.refine_due = whole, False, True, True
+        return assignments, converged
+
+
+def _live(assignments) -> int:
+    """The clusters that hold rows."""
+    return int((assignments.counts >= HOLDS_ROWS).sum())
 
 
 def propose_whole(assignments, terms):
     """The collapse move: every row in one cluster, when that raises the memoized bound (``terms``,
-    ``memoized_terms``' two parts). Merges see only pairs, and a K-means start cuts a cloud with no
+    ``MemoizedTerms``). Merges see only pairs, and a K-means start cuts a cloud with no
     structure into cells of which no two gain from merging (each half of a Gaussian fits its rows
     far better than their union does), while the cloud whole is better than all of them: one
     axis-aligned 40-D Gaussian cloud, 5,000 rows, ended in 5 to 7 cells 38 to 61 nats below one
@@ -691,10 +719,10 @@ def _responsibilities(family, prior, q, point, sticks):
     return lambda rows: torch.softmax(family.expected_log_density(rows, q, prior, point, log_weights), 1)
 
 
-def propose_merges(assignments, cluster_terms, stick_terms, refine, value, tries: int = 3):
+def propose_merges(assignments, terms: MemoizedTerms, refine, value, tries: int = 3):
     """Merge moves, scored first on the memoized bound (Hughes and Sudderth, NeurIPS 2013): the
-    objective at fixed responsibilities, the merged pairs' summed, is the sum of ``cluster_terms``
-    (each cluster's expected data term, entropy and -KL, from its statistics) and ``stick_terms``
+    objective at fixed responsibilities, the merged pairs' summed, is the sum of ``terms.cluster``
+    (each cluster's expected data term, entropy and -KL, from its statistics) and ``terms.sticks``
     (of the counts), so a candidate costs no pass over the data and O(K) beyond its own cluster.
     Candidates in order of their own gain, each kept when it raises the objective further (pairs
     sharing no cluster). The memoized gain is a lower bound (the responsibilities are not
@@ -714,7 +742,7 @@ def propose_merges(assignments, cluster_terms, stick_terms, refine, value, tries
     if pairs is None or not len(pairs):
         return None
     with small_work():  # O(K) scores on one thread (bnpzoo.threads); the refinements are passes, on the fit's
-        gains, chosen = _memoized_merges(assignments, cluster_terms, stick_terms)
+        gains, chosen = _memoized_merges(assignments, terms)
     if chosen:
         return assignments.merge(chosen)
     for _, p in gains[:tries]:
@@ -724,14 +752,14 @@ def propose_merges(assignments, cluster_terms, stick_terms, refine, value, tries
     return None
 
 
-def _memoized_merges(assignments, cluster_terms, stick_terms):
+def _memoized_merges(assignments, memoized: MemoizedTerms):
     """``propose_merges``' scores: (every candidate's objective merged alone with its index, best
     first; the candidates chosen together, each raising the objective further)."""
     pairs = assignments.pairs
     counts = assignments.counts
-    terms = cluster_terms(assignments.stats, assignments.entropy)
+    terms = memoized.cluster(assignments.stats, assignments.entropy)
     j, k = pairs.T
-    merged_terms = cluster_terms({name: value[j] + value[k] for name, value in assignments.stats.items()},
+    merged_terms = memoized.cluster({name: value[j] + value[k] for name, value in assignments.stats.items()},
                                  assignments.pair_entropy)
     base = terms.sum()
 
@@ -740,7 +768,7 @@ def _memoized_merges(assignments, cluster_terms, stick_terms):
         rest[k[chosen]] = False
         merged_counts = counts.clone().index_add_(0, j[chosen], counts[k[chosen]])[rest]
         gain = (merged_terms[chosen] - terms[j[chosen]] - terms[k[chosen]]).sum()
-        return float(base + gain + stick_terms(merged_counts))
+        return float(base + gain + memoized.sticks(merged_counts))
 
     best = start = objective([])  # at least ``value`` (the assignments and then q were maximised since)
     # every pair merged alone, in one batch: the counts with each pair's k folded into its j
@@ -749,7 +777,7 @@ def _memoized_merges(assignments, cluster_terms, stick_terms):
     alone[rows, j] += counts[k]
     kept = torch.ones_like(alone, dtype=torch.bool)
     kept[rows, k] = False
-    singles = base + (merged_terms - terms[j] - terms[k]) + stick_terms(alone[kept].view(len(pairs), -1))
+    singles = base + (merged_terms - terms[j] - terms[k]) + memoized.sticks(alone[kept].view(len(pairs), -1))
     gains = sorted(zip(singles.tolist(), range(len(pairs))), reverse=True)
     chosen, used, pair_list = [], set(), pairs.tolist()  # one host sync, not one a candidate
     for gain, p in gains:
