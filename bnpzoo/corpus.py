@@ -199,25 +199,7 @@ def to_documents(X, vocabulary=None, tokenizer=None, stop_words=None) -> list | 
     keep = (lambda doc: [token for token in doc if token not in drop]) if drop else (lambda doc: doc)
     X = as_sequence(X)
     if scipy.sparse.issparse(X):
-        counts = scipy.sparse.csr_matrix(X)
-        counts.sum_duplicates()
-        bad = ~(np.isfinite(counts.data) & (counts.data >= 0) & (counts.data == np.round(counts.data)))
-        if bad.any():
-            row = int(np.searchsorted(counts.indptr, np.flatnonzero(bad)[0], side="right") - 1)
-            _check_count(float(counts.data[bad][0]), f"row {row}, column {int(counts.indices[bad][0])}")
-        name = _namer(vocabulary, counts.shape[1], f"a matrix of {counts.shape[1]} columns")
-        names = np.array([name(j) for j in range(counts.shape[1])], dtype=object)
-        repeats = counts.data.astype(np.int64)
-        if repeats.sum() > MAX_TOKENS:
-            at = int(np.argmax(repeats))
-            row = int(np.searchsorted(counts.indptr, at, side="right") - 1)
-            raise ValueError(f"X counts {int(repeats.sum()):,} tokens, more than a corpus may hold ({MAX_TOKENS:,}); "
-                             f"its largest count is {int(repeats[at]):,} (row {row}, column "
-                             f"{int(counts.indices[at])}): give counts of tokens")
-        tokens = np.repeat(names[counts.indices], repeats)  # every document's, in column order
-        rows = np.repeat(np.arange(counts.shape[0]), np.diff(counts.indptr))
-        ends = np.cumsum(np.bincount(rows, weights=repeats, minlength=counts.shape[0]).astype(np.int64))
-        return [keep(tokens[end - length:end].tolist()) for end, length in zip(ends, np.diff(ends, prepend=0))]
+        return [keep(doc) for doc in _count_matrix_documents(X, vocabulary)]
     if not isinstance(X, (list, tuple)) or not X:
         return None
     if all(isinstance(doc, str) for doc in X):
@@ -232,15 +214,7 @@ def to_documents(X, vocabulary=None, tokenizer=None, stop_words=None) -> list | 
         raise ValueError(f"X[{texts.index(True)}] is a string among token lists: give every document as a text or "
                          "every one as a list of tokens")
     if any(_is_bag_of_words(doc) for doc in X):
-        for d, doc in enumerate(X):
-            if not (len(doc) == 0 or _is_bag_of_words(doc)):
-                raise ValueError(f"X[{d}] is not a bag of words, a list of (id, count) pairs like the others")
-        ids = [int(i) for doc in X for i, _ in doc]
-        if min(ids) < 0:
-            raise ValueError(f"bag-of-words ids must be non-negative, got {min(ids)}")
-        name = _namer(vocabulary, max(ids) + 1, "the bag-of-words ids")
-        return [keep([token for i, c in doc for token in [name(int(i))] * _check_count(c, f"X[{d}] word id {i}")])
-                for d, doc in enumerate(X)]
+        return [keep(doc) for doc in _bag_of_words_documents(X, vocabulary)]
     if not all(isinstance(doc, (list, tuple)) for doc in X):
         return None
     # lists that all hold numbers and are all one length are numeric rows; ragged ones, documents of word ids
@@ -248,6 +222,42 @@ def to_documents(X, vocabulary=None, tokenizer=None, stop_words=None) -> list | 
             and len(X[0]) > 0:  # (empty lists are empty documents)
         return None
     return [keep(doc) for doc in as_words(X)]
+
+
+def _count_matrix_documents(X, vocabulary) -> list:
+    """A sparse documents x words count matrix's documents as token lists, each in column order."""
+    counts = scipy.sparse.csr_matrix(X)
+    counts.sum_duplicates()
+    bad = ~(np.isfinite(counts.data) & (counts.data >= 0) & (counts.data == np.round(counts.data)))
+    if bad.any():
+        row = int(np.searchsorted(counts.indptr, np.flatnonzero(bad)[0], side="right") - 1)
+        _check_count(float(counts.data[bad][0]), f"row {row}, column {int(counts.indices[bad][0])}")
+    name = _namer(vocabulary, counts.shape[1], f"a matrix of {counts.shape[1]} columns")
+    names = np.array([name(j) for j in range(counts.shape[1])], dtype=object)
+    repeats = counts.data.astype(np.int64)
+    if repeats.sum() > MAX_TOKENS:
+        at = int(np.argmax(repeats))
+        row = int(np.searchsorted(counts.indptr, at, side="right") - 1)
+        raise ValueError(f"X counts {int(repeats.sum()):,} tokens, more than a corpus may hold ({MAX_TOKENS:,}); "
+                         f"its largest count is {int(repeats[at]):,} (row {row}, column "
+                         f"{int(counts.indices[at])}): give counts of tokens")
+    tokens = np.repeat(names[counts.indices], repeats)  # every document's, in column order
+    rows = np.repeat(np.arange(counts.shape[0]), np.diff(counts.indptr))
+    ends = np.cumsum(np.bincount(rows, weights=repeats, minlength=counts.shape[0]).astype(np.int64))
+    return [tokens[end - length:end].tolist() for end, length in zip(ends, np.diff(ends, prepend=0))]
+
+
+def _bag_of_words_documents(X, vocabulary) -> list:
+    """gensim's bag-of-words documents (lists of (id, count)) as token lists."""
+    for d, doc in enumerate(X):
+        if not (len(doc) == 0 or _is_bag_of_words(doc)):
+            raise ValueError(f"X[{d}] is not a bag of words, a list of (id, count) pairs like the others")
+    ids = [int(i) for doc in X for i, _ in doc]
+    if min(ids) < 0:
+        raise ValueError(f"bag-of-words ids must be non-negative, got {min(ids)}")
+    name = _namer(vocabulary, max(ids) + 1, "the bag-of-words ids")
+    return [[token for i, c in doc for token in [name(int(i))] * _check_count(c, f"X[{d}] word id {i}")]
+            for d, doc in enumerate(X)]
 
 
 def read_corpus(path) -> Corpus:
