@@ -208,32 +208,7 @@ def check_array(X, *, name="X", dtype=torch.float32, device=None, n_features=Non
     data-parallel fit over ``group`` (X one rank's rows) the ranks decide by the largest offset.
     The standard failures say what scikit-learn's ``check_array`` says (its checks match on it),
     followed by the fix; ``owner`` names the fitted estimator in the feature-count error."""
-    if _is_sparse(X):
-        raise ValueError(f"{name} is sparse: bnpzoo's estimators take dense arrays (the clusters' means and "
-                         f"spreads are dense): give {name}.toarray(), or {name}.to_dense() for a torch tensor")
-    if isinstance(X, torch.Tensor):
-        t = X.detach()
-        if t.is_complex():
-            raise ValueError(f"Complex data not supported: {name} is complex; give real numbers (the real and "
-                             "imaginary parts as columns, if both matter)")
-    else:
-        try:
-            arr = np.asarray(X)
-        except (TypeError, ValueError) as err:
-            raise NotNumericError(f"{name} must be a numeric array: {err}") from None
-        if arr.dtype.kind in "cmM":
-            raise ValueError(("Complex data not supported: " if arr.dtype.kind == "c" else "")
-                             + f"{name} has dtype {arr.dtype}: give real numbers"
-                             + (" (the real and imaginary parts as columns, if both matter)"
-                                if arr.dtype.kind == "c" else " (convert dates or durations to numbers first)"))
-        if arr.dtype.kind != "f":
-            arr = _as_float(arr, name, X)
-        native = arr.astype(arr.dtype.newbyteorder("="), copy=False)
-        if any(stride < 0 for stride in native.strides):  # X[::-1]: torch takes no negative strides
-            native = np.ascontiguousarray(native)
-        with warnings.catch_warnings():  # a read-only file's memory map: bnpzoo never writes into X
-            warnings.filterwarnings("ignore", "The given NumPy array is not writable")
-            t = mapped.attach(torch.from_numpy(native), native)
+    t = _as_tensor(X, name)
     if t.ndim != 2:
         raise ValueError(f"{name} must be 2-D (samples x features), got shape {tuple(t.shape)}" + (
             ": Reshape your data either using array.reshape(-1, 1) if your data has a single feature or "
@@ -263,26 +238,67 @@ def check_array(X, *, name="X", dtype=torch.float32, device=None, n_features=Non
     if n_features is not None and t.shape[1] != n_features:
         raise ValueError(f"{name} has {t.shape[1]} features, but {owner} is expecting {n_features} features as input "
                          "(the columns it was fitted on)")
-    if widen and 0 < largest < SAFE_SMALLNESS[torch.float64]:
-        raise ValueError(f"{name} has values no larger than {largest:.3g}, too small for a fit's precisions (1 / "
-                         "variance) even in float64: rescale X (multiply it by a constant)")
-    if widen and 0 < largest < SAFE_SMALLNESS.get(dtype, 0.0):
-        warnings.warn(f"{name} has values no larger than {largest:.3g}, too small for a {str(dtype).split('.')[-1]} "
-                      "fit's precisions (1 / variance): fitting in float64 (rescale X, multiply it by a constant, to "
-                      "fit in float32)", UserWarning, stacklevel=3)
-        dtype = torch.float64
-    ratio = data_parallel.largest(offset_ratio(t), group) if widen else 0.0
-    if ratio > SAFE_OFFSET[torch.float64]:
-        raise ValueError(f"{name} sits {ratio:.1e} times its spread from zero, beyond what a fit in float64 "
-                         f"resolves: centre it first (X - X.mean(0))")
-    if ratio > SAFE_OFFSET.get(dtype, float("inf")):
-        warnings.warn(f"{name} sits {ratio:.1e} times its spread from zero, where a {str(dtype).split('.')[-1]} "
-                      "fit cannot tell its clusters apart: fitting in float64 (centre X, X - X.mean(0), to fit "
-                      "in float32)", UserWarning, stacklevel=3)
-        dtype = torch.float64
+    if widen:
+        dtype = _widened(t, largest, name, dtype, group)
     out = t.to(device=device, dtype=dtype)
     if out.is_inference():  # made under torch.inference_mode(): a fit's autograd cannot use it as it is
         out = out.clone()
     if out is not t:  # a copy in memory: the file's pages are no longer needed
         mapped.release(t)
     return out
+
+
+def _as_tensor(X, name: str) -> torch.Tensor:
+    """X as a tensor (an array's memory shared, a mapped file's kept mapped), refusing sparse,
+    complex, date and duration input and what is not numeric."""
+    if _is_sparse(X):
+        raise ValueError(f"{name} is sparse: bnpzoo's estimators take dense arrays (the clusters' means and "
+                         f"spreads are dense): give {name}.toarray(), or {name}.to_dense() for a torch tensor")
+    if isinstance(X, torch.Tensor):
+        t = X.detach()
+        if t.is_complex():
+            raise ValueError(f"Complex data not supported: {name} is complex; give real numbers (the real and "
+                             "imaginary parts as columns, if both matter)")
+    else:
+        try:
+            arr = np.asarray(X)
+        except (TypeError, ValueError) as err:
+            raise NotNumericError(f"{name} must be a numeric array: {err}") from None
+        if arr.dtype.kind in "cmM":
+            raise ValueError(("Complex data not supported: " if arr.dtype.kind == "c" else "")
+                             + f"{name} has dtype {arr.dtype}: give real numbers"
+                             + (" (the real and imaginary parts as columns, if both matter)"
+                                if arr.dtype.kind == "c" else " (convert dates or durations to numbers first)"))
+        if arr.dtype.kind != "f":
+            arr = _as_float(arr, name, X)
+        native = arr.astype(arr.dtype.newbyteorder("="), copy=False)
+        if any(stride < 0 for stride in native.strides):  # X[::-1]: torch takes no negative strides
+            native = np.ascontiguousarray(native)
+        with warnings.catch_warnings():  # a read-only file's memory map: bnpzoo never writes into X
+            warnings.filterwarnings("ignore", "The given NumPy array is not writable")
+            t = mapped.attach(torch.from_numpy(native), native)
+    return t
+
+
+def _widened(t, largest: float, name: str, dtype, group):
+    """The precision a fit of ``t`` needs: float64, with a warning, where ``dtype`` would lose data
+    whose largest magnitude is ``largest`` or that sits far from zero (over every rank of ``group``);
+    refused where float64 would."""
+    if 0 < largest < SAFE_SMALLNESS[torch.float64]:
+        raise ValueError(f"{name} has values no larger than {largest:.3g}, too small for a fit's precisions (1 / "
+                         "variance) even in float64: rescale X (multiply it by a constant)")
+    if 0 < largest < SAFE_SMALLNESS.get(dtype, 0.0):
+        warnings.warn(f"{name} has values no larger than {largest:.3g}, too small for a {str(dtype).split('.')[-1]} "
+                      "fit's precisions (1 / variance): fitting in float64 (rescale X, multiply it by a constant, to "
+                      "fit in float32)", UserWarning, stacklevel=4)
+        dtype = torch.float64
+    ratio = data_parallel.largest(offset_ratio(t), group)
+    if ratio > SAFE_OFFSET[torch.float64]:
+        raise ValueError(f"{name} sits {ratio:.1e} times its spread from zero, beyond what a fit in float64 "
+                         f"resolves: centre it first (X - X.mean(0))")
+    if ratio > SAFE_OFFSET.get(dtype, float("inf")):
+        warnings.warn(f"{name} sits {ratio:.1e} times its spread from zero, where a {str(dtype).split('.')[-1]} "
+                      "fit cannot tell its clusters apart: fitting in float64 (centre X, X - X.mean(0), to fit "
+                      "in float32)", UserWarning, stacklevel=4)
+        dtype = torch.float64
+    return dtype
