@@ -312,10 +312,8 @@ class CoupledDP(Estimator):
         """Fit on X, with ``groups`` one label per document (or row), an integer or a name, unless X
         is a ``Corpus`` that has them; ``vocabulary`` names the words of a count matrix or of gensim's bags of words
         (the class docstring); returns self."""
-        from pyro.infer import MCMC
-
         from bnpzoo.inference.coupled import gibbs  # the sampler (numba, scipy) loads on first use
-        from bnpzoo.inference.coupled.kernel import CoupledGibbsKernel, log_joint, prepare, sampler_cached
+        from bnpzoo.inference.coupled.kernel import log_joint
 
         self._validate_params()
         self._forget_fit()
@@ -329,6 +327,32 @@ class CoupledDP(Estimator):
         self.q_ = self._q(self.n_groups_)
         n_tokens = int(x.shape[0])
         device = torch.device("cpu") if self.device is None else self._device_for(X)  # words arrive as lists
+        problem = self._problem(x, group_index, vocab, documents, device, group)
+        if group is not None:
+            problem = self._share(problem, group)
+        mcmc, states = self._sample(problem)
+        self.mcmc_ = mcmc
+        self.samples_ = {name: value.cpu() for name, value in mcmc.get_samples(group_by_chain=True).items()}
+        self._check_mixing()
+        best = max(states, key=lambda state: float(log_joint(gibbs.resized(problem, state), state)))
+        problem = gibbs.resized(problem, best)  # the pool as the best chain's warm-up left it
+        self.truncation_ = problem.atoms_per_source
+        self._check_pool(problem)
+        self._keep(problem, best, vocab)
+        self.n_topics_ = int((self.weights_ >= TOPIC_SHARE).sum())
+        self.coherence_ = None if vocab is None else self._coherence(docs, X, TOP_WORDS)
+        self.n_features_in_ = len(vocab) if vocab is not None else int(x.shape[1])
+        self.n_tokens_ = n_tokens
+        self.n_iter_ = (self.warmup + self.max_iter) * self.thin
+        self.tokens_per_second_ = self.num_chains * self.n_iter_ * self.n_tokens_ / self.sampling_seconds_
+        self.fit_seconds_ = time.perf_counter() - start
+        return self
+
+    def _problem(self, x, group_index, vocab, documents, device, group):
+        """The sampler's problem (``gibbs.Problem``): the label step the arguments name or the
+        default where the fit runs, checked against the data; words as cells for the blocked step."""
+        from bnpzoo.inference.coupled import gibbs
+
         step = gibbs.label_step(self.label_step, on_device=device.type != "cpu", data_parallel=group is not None)
         if device.type != "cpu" and (vocab is None or not step.on_device or group is not None):
             raise ValueError(f"device={self.device!r} fits words in one process, with label_step='uncollapsed' (or "
@@ -356,8 +380,14 @@ class CoupledDP(Estimator):
             documents=documents if self.documents_ else None,
             doc_concentration=None if self.doc_concentration is None else float(self.doc_concentration),
             label_step=step)
-        if group is not None:
-            problem = self._share(problem, group)
+        return problem
+
+    def _sample(self, problem):
+        """Pyro's MCMC over the chains of the sampler; returns (the MCMC, each chain's final state)."""
+        from pyro.infer import MCMC
+
+        from bnpzoo.inference.coupled.kernel import CoupledGibbsKernel, prepare, sampler_cached
+
         if self.verbose and not sampler_cached():
             print("bnpzoo: compiling the coupled sampler, once (about 10 s; later fits load it from numba's cache)",
                   file=sys.stderr, flush=True)
@@ -375,22 +405,7 @@ class CoupledDP(Estimator):
             mcmc.run()
             self.sampling_seconds_ = time.perf_counter() - sampling
             states = [torch.load(path, weights_only=False) for path in sorted(Path(folder).glob("*.pt"))]
-        self.mcmc_ = mcmc
-        self.samples_ = {name: value.cpu() for name, value in mcmc.get_samples(group_by_chain=True).items()}
-        self._check_mixing()
-        best = max(states, key=lambda state: float(log_joint(gibbs.resized(problem, state), state)))
-        problem = gibbs.resized(problem, best)  # the pool as the best chain's warm-up left it
-        self.truncation_ = problem.atoms_per_source
-        self._check_pool(problem)
-        self._keep(problem, best, vocab)
-        self.n_topics_ = int((self.weights_ >= TOPIC_SHARE).sum())
-        self.coherence_ = None if vocab is None else self._coherence(docs, X, TOP_WORDS)
-        self.n_features_in_ = len(vocab) if vocab is not None else int(x.shape[1])
-        self.n_tokens_ = n_tokens
-        self.n_iter_ = (self.warmup + self.max_iter) * self.thin
-        self.tokens_per_second_ = self.num_chains * self.n_iter_ * self.n_tokens_ / self.sampling_seconds_
-        self.fit_seconds_ = time.perf_counter() - start
-        return self
+        return mcmc, states
 
     def _group(self):
         """The process group of a data-parallel fit (None: one process)."""

@@ -24,7 +24,7 @@ source_suffix = {".md": "myst-nb", ".ipynb": "myst-nb"}
 # to the benchmark reports are the same paths on GitHub and on the site
 root_doc = "docs/index"
 include_patterns = ["docs/**", "benchmarks/reports/*.md", "benchmarks/reports/*.png"]
-exclude_patterns = ["docs/notebooks.py", "docs/conf.py"]
+exclude_patterns = ["docs/notebooks.py", "docs/conf.py", "docs/architecture_svg.py"]
 html_extra_path = ["_root"]  # index.html at the site's top, pointing to docs/index.html
 nb_execution_mode = "off"  # executed once, by `make notebooks` (tests/test_notebooks.py runs them too)
 nb_output_stderr = "remove-warn"  # none is expected: docs/notebooks.py fails a notebook that prints one
