@@ -13,7 +13,8 @@ rows = [
         ("CLI · registry", "cli.py, registry.py"),
     ]),
     ("Learner registries  (a name is read once, here)", "#fef7e0", [
-        ("learners.REGISTRY", "vmm · vi · sga · sga-momentum · sga-fisher · svmm · svmm-mgrad · svmm-grad · natgrad-svi"),
+        ("learners.REGISTRY",
+         "vmm · vi · sga · sga-momentum · sga-fisher · svmm · svmm-mgrad · svmm-grad · natgrad-svi"),
         ("hdp_gd.LEARNERS", "vi · online-vi · svi"),
         ("gibbs.LABEL_STEPS", "collapsed · blocked · parallel · uncollapsed"),
     ]),

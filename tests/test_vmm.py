@@ -148,7 +148,7 @@ def test_births_open_fifty_clusters_from_a_start_with_two(covariance, hard, batc
     family = gaussian_family(covariance)
     fit = fit_vmm(x, labels, 100, family=family, prior=_prior(x, 1.0), split_moves=True, hard=hard,
                   merge_moves=family.capabilities.moves, max_iter=200, batch_size=batch_size)
-    _, assigned = expectation(x, family, fit.q, fit.point, _prior(x, 1.0), fit.sticks, True,
+    _, assigned = expectation(x, family, _prior(x, 1.0), (fit.q, fit.point, fit.sticks), True,
                               torch.zeros(len(x), dtype=torch.long))
     assert abs(fit.means.shape[0] - 50) <= 2 and fit.converged
     assert nmi(z, assigned.labels.numpy()) >= 0.99

@@ -31,6 +31,7 @@ whose functions they compile in: after editing that file, delete ``inference/__p
 """
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 
@@ -40,6 +41,38 @@ from bnpzoo.inference.coupled.compiled import (ALPHA_ROUNDS, TINY, alpha_given_a
 STEPS = np.array([1, 2, 5, 3, 6], dtype=np.int64)
 COUNT_STEPS = np.array([2, 3, 5, 6], dtype=np.int64)  # ``count_sweeps``: the steps that see only the counts
 ATOM_STEPS = (2, 5)  # ``move_atoms``: in ``sweeps`` they integrate c out, so that step 3 must follow
+
+
+class Latents(NamedTuple):
+    """The coupled latents as numpy arrays the compiled steps update in place: alpha (S,), each
+    atom's source (K,), the weights w (K,), the coefficients c (T, S), the inheritance (T, K)."""
+
+    alpha: np.ndarray
+    source: np.ndarray
+    weight: np.ndarray
+    coeffs: np.ndarray
+    inherit: np.ndarray
+
+
+class Settings(NamedTuple):
+    """The sampler's fixed settings that steps 2, 3, 5 and 6 read: q (T, S), the atoms per source L,
+    alpha's Gamma(alpha_shape, alpha_rate) prior, its walk's step, and whether alpha is sampled."""
+
+    q: np.ndarray
+    atoms_per_source: int
+    alpha_shape: float
+    alpha_rate: float
+    alpha_step: float
+    sample_alpha: bool
+
+
+class Words(NamedTuple):
+    """The (group, word) cells: word ids x and groups (C,), the vocabulary's size, the topics' beta."""
+
+    x: np.ndarray
+    groups: np.ndarray
+    vocab: int
+    beta: float
 
 
 @compiled
@@ -216,15 +249,15 @@ def _draw_weights(used, log_rate, source, alpha, atoms_per_source, weight):  # p
         weight[k] = max(math.exp(log_weight[k]), TINY)
 
 
-def _weights(counts, inherit, weight, source, alpha, coeffs, q, atoms_per_source, prior_shape, prior_rate, alpha_step,
-             sample_alpha):  # step 6
-    """w (K,) in place, and alpha (S,) when ``sample_alpha``: V_ts ~ Gamma(n_ts, W_ts); alpha given V
-    with w integrated out (``compiled.alpha_given_auxiliaries``); then w (``_draw_weights``)."""
-    used, log_rate = _auxiliary_rates(counts, inherit, weight, source, alpha.shape[0])
-    if sample_alpha:
-        alpha_given_auxiliaries(alpha, used, log_rate, source, coeffs, q, atoms_per_source, prior_shape, prior_rate,
-                                *_walk(alpha.shape[0], alpha_step))
-    _draw_weights(used, log_rate, source, alpha, atoms_per_source, weight)
+def _weights(counts, latents: Latents, settings: Settings):  # step 6
+    """w (K,) in place, and alpha (S,) when ``settings.sample_alpha``: V_ts ~ Gamma(n_ts, W_ts); alpha
+    given V with w integrated out (``compiled.alpha_given_auxiliaries``); then w (``_draw_weights``)."""
+    alpha, source, weight = latents.alpha, latents.source, latents.weight
+    used, log_rate = _auxiliary_rates(counts, latents.inherit, weight, source, alpha.shape[0])
+    if settings.sample_alpha:
+        alpha_given_auxiliaries(alpha, used, log_rate, source, latents.coeffs, settings.q, settings.atoms_per_source,
+                                settings.alpha_shape, settings.alpha_rate, *_walk(alpha.shape[0], settings.alpha_step))
+    _draw_weights(used, log_rate, source, alpha, settings.atoms_per_source, weight)
 
 
 @compiled
@@ -257,49 +290,46 @@ def _atom_inputs(step, alpha, weight, coeffs, q, atoms_per_source, collapsed):  
     return prior, uniforms, given
 
 
-def _count_step(step, counts, alpha, source, weight, coeffs, inherit, q, log_q, log_not_q, atoms_per_source,
-                prior_shape, prior_rate, alpha_step, sample_alpha, collapsed):
+def _count_step(step, counts, latents: Latents, settings: Settings, log_q, log_not_q, collapsed):
     """Step 2, 5, 3 or 6 on the mixture counts m_tk (T, K), through which alone they see the labels,
-    on the state (alpha, source, weight, coeffs, inherit), updated in place; ``collapsed``: steps 2
-    and 5 with the coefficients integrated out (then step 3 must follow them). The drivers here are
-    Python over compiled steps: a compiled driver recompiles every step it calls (about 3 s more on
-    a first fit) and saves nothing measurable (a few microseconds a call)."""
+    on the ``latents``, updated in place; ``collapsed``: steps 2 and 5 with the coefficients
+    integrated out (then step 3 must follow them). The drivers here are Python over compiled steps: a
+    compiled driver recompiles every step it calls (about 3 s more on a first fit) and saves nothing
+    measurable (a few microseconds a call)."""
+    alpha, source, weight, coeffs, inherit = latents
     if step in ATOM_STEPS:
-        prior, uniforms, given = _atom_inputs(step, alpha, weight, coeffs, q, atoms_per_source, collapsed)
+        prior, uniforms, given = _atom_inputs(step, alpha, weight, coeffs, settings.q, settings.atoms_per_source,
+                                              collapsed)
         move_atoms(counts, inherit, source, weight, given, log_q, log_not_q, prior, uniforms, step == 5, collapsed)
     elif step == 3:
-        _coefficients(counts, inherit, weight, source, alpha, q, coeffs)
+        _coefficients(counts, inherit, weight, source, alpha, settings.q, coeffs)
     elif step == 6:
-        _weights(counts, inherit, weight, source, alpha, coeffs, q, atoms_per_source, prior_shape, prior_rate,
-                 alpha_step, sample_alpha)
+        _weights(counts, latents, settings)
 
 
-def count_sweeps(counts, alpha, source, weight, coeffs, inherit, q, atoms_per_source, prior_shape, prior_rate,
-                 alpha_step, sample_alpha, steps, seed_value):
+def count_sweeps(counts, latents: Latents, settings: Settings, steps, seed_value):
     """``steps`` (2, 3, 5, 6: COUNT_STEPS) on fixed mixture counts (T, K), the labels per group or the
     document level's tables, steps 2 and 5 given the coefficients (as ``gibbs``'s steps); the
-    state updated in place, ``seed_value`` seeds numba's generator."""
+    ``latents`` updated in place, ``seed_value`` seeds numba's generator."""
     seed(seed_value)
-    log_q, log_not_q = log_array(q), _log_complement(q)
+    log_q, log_not_q = log_array(settings.q), _log_complement(settings.q)
     for step in steps:
-        _count_step(step, counts, alpha, source, weight, coeffs, inherit, q, log_q, log_not_q, atoms_per_source,
-                    prior_shape, prior_rate, alpha_step, sample_alpha, False)
+        _count_step(step, counts, latents, settings, log_q, log_not_q, False)
 
 
-def sweeps(x, groups, z, alpha, source, weight, coeffs, inherit, q, atoms_per_source, vocab, beta, prior_shape,
-           prior_rate, alpha_step, sample_alpha, steps, count, seed_value):
+def sweeps(words: Words, z, latents: Latents, settings: Settings, steps, count, seed_value):
     """``count`` sweeps of ``steps`` (numbers of [Coupled-DP] section 4's steps, ``STEPS`` for a whole
-    sweep) on the state (z, alpha, source, weight, coeffs, inherit), updated in place; ``seed_value``
-    seeds numba's generator."""
+    sweep) on the cells' label counts z and the ``latents``, updated in place; ``seed_value`` seeds
+    numba's generator."""
     seed(seed_value)
-    t_count = inherit.shape[0]
-    log_q, log_not_q = log_array(q), _log_complement(q)
-    counts = _label_counts(groups, z, t_count)
+    t_count = latents.inherit.shape[0]
+    log_q, log_not_q = log_array(settings.q), _log_complement(settings.q)
+    counts = _label_counts(words.groups, z, t_count)
     for _ in range(count):
         for step in steps:
             if step == 1:
-                draw_cell_labels(x, groups, z, _mixing(coeffs, inherit, weight, source), vocab, beta)
-                counts = _label_counts(groups, z, t_count)
+                mixing = _mixing(latents.coeffs, latents.inherit, latents.weight, latents.source)
+                draw_cell_labels(words.x, words.groups, z, mixing, words.vocab, words.beta)
+                counts = _label_counts(words.groups, z, t_count)
             else:
-                _count_step(step, counts, alpha, source, weight, coeffs, inherit, q, log_q, log_not_q,
-                            atoms_per_source, prior_shape, prior_rate, alpha_step, sample_alpha, True)
+                _count_step(step, counts, latents, settings, log_q, log_not_q, True)

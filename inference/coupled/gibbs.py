@@ -239,7 +239,9 @@ class Problem:
     def document_lengths(self) -> torch.Tensor:
         """n_d, the tokens of each document (the document level; every document has some), of the
         whole corpus where the chain runs on several processes."""
-        return self.ranks.document_lengths if self.ranks is not None else torch.from_numpy(np.diff(self.document_starts))
+        if self.ranks is not None:
+            return self.ranks.document_lengths
+        return torch.from_numpy(np.diff(self.document_starts))
 
     def sum(self, *tensors) -> list:
         """Sums over documents or tokens: over every process's where the chain runs on several."""
@@ -460,7 +462,8 @@ def update_labels(problem: Problem, state: GibbsState) -> GibbsState:  # step 1
         return update_doc_concentration(problem, problem.label_step.draw(problem, state, mix))
     if problem.documents is not None:  # theta_d collapsed, then the tables: one blocked step for (z, m)
         z = _numpy(state.z, np.int64)
-        tables = numba_steps.document_sweep(*_document_arrays(problem, state, z, mix), int(torch.randint(2**31 - 1, ())))
+        arrays = _document_arrays(problem, state, z, mix)
+        tables = numba_steps.document_sweep(*arrays, int(torch.randint(2**31 - 1, ())))
         state = replace(state, z=torch.from_numpy(z).to(state.z.device), tables=torch.from_numpy(tables).to(mix))
         return update_doc_concentration(problem, state)
     if problem.family == "categorical":
@@ -492,7 +495,8 @@ def _parallel_document_labels(problem: Problem, state: GibbsState, mix: torch.Te
     opened = np.empty(len(z), dtype=np.bool_)
     numba.set_num_threads(parallel_steps.threads())
     parallel_steps.sweep_documents(x, groups, problem.document_starts, problem.document_blocks, z, opened, phi,
-                                   prior, prior @ phi.T, mixing, numba_steps.row_cumsum(mixing), b, _block_seed(problem))
+                                   prior, prior @ phi.T, mixing, numba_steps.row_cumsum(mixing), b,
+                                   _block_seed(problem))
     tables = problem.sum(torch.from_numpy(np.bincount(groups * k + z, weights=opened, minlength=t * k).reshape(t, k)))
     parallel_steps.release_memory()
     z = torch.from_numpy(z).to(state.z.device)
@@ -812,15 +816,16 @@ def sweep(problem: Problem, state: GibbsState, sweeps: int = 1) -> GibbsState:
     return state
 
 
-def _compiled_state(state: GibbsState) -> dict:
+def _compiled_state(state: GibbsState) -> cell_steps.Latents:
     """The state's coupled latents as the numpy arrays the compiled steps update in place."""
-    return dict(alpha=_numpy(state.alpha), source=_numpy(state.source, np.int64), weight=_numpy(state.weight),
-                coeffs=_numpy(state.coeffs), inherit=_numpy(state.inherit, np.int64))
+    return cell_steps.Latents(alpha=_numpy(state.alpha), source=_numpy(state.source, np.int64),
+                              weight=_numpy(state.weight), coeffs=_numpy(state.coeffs),
+                              inherit=_numpy(state.inherit, np.int64))
 
 
-def _settings(problem: Problem) -> tuple:
-    return (_numpy(problem.q), problem.atoms_per_source, *map(float, problem.alpha_prior), float(problem.alpha_step),
-            problem.alpha is None)
+def _settings(problem: Problem) -> cell_steps.Settings:
+    return cell_steps.Settings(_numpy(problem.q), problem.atoms_per_source, *map(float, problem.alpha_prior),
+                               float(problem.alpha_step), problem.alpha is None)
 
 
 def _updated(state: GibbsState, arrays: dict) -> GibbsState:
@@ -831,20 +836,20 @@ def counts_sweep(problem: Problem, state: GibbsState, steps=cell_steps.COUNT_STE
     """Steps 2, 3, 5, 6 (``steps``, [Coupled-DP]'s numbers, in this order) on the mixture counts
     (``mixture_counts``), in one compiled call (``cells.count_sweeps``: steps 2 and 5 given the
     coefficients, as ``update_inheritance`` and ``update_sources`` draw them), on the CPU."""
-    arrays = _compiled_state(state)
-    cell_steps.count_sweeps(_numpy(mixture_counts(problem, state)), *arrays.values(), *_settings(problem),
-                               np.asarray(steps, dtype=np.int64), int(torch.randint(2**31 - 1, ())))
-    return _updated(state, arrays)
+    latents = _compiled_state(state)
+    cell_steps.count_sweeps(_numpy(mixture_counts(problem, state)), latents, _settings(problem),
+                            np.asarray(steps, dtype=np.int64), int(torch.randint(2**31 - 1, ())))
+    return _updated(state, latents._asdict())
 
 
 def cells_sweep(problem: Problem, state: GibbsState, sweeps: int = 1, steps=cell_steps.STEPS) -> GibbsState:
     """``sweeps`` passes of ``steps`` ([Coupled-DP]'s step numbers) on (group, word) cells, in one
     compiled call (``inference.coupled.cells``), on the CPU."""
-    arrays = dict(z=_numpy(state.z), **_compiled_state(state))
-    cell_steps.sweeps(*problem.host_arrays, *arrays.values(), _numpy(problem.q), problem.atoms_per_source,
-                         problem.vocab_size, float(problem.beta), *_settings(problem)[2:],
-                         np.asarray(steps, dtype=np.int64), sweeps, int(torch.randint(2**31 - 1, ())))
-    return _updated(state, arrays)
+    z, latents = _numpy(state.z), _compiled_state(state)
+    words = cell_steps.Words(*problem.host_arrays, problem.vocab_size, float(problem.beta))
+    cell_steps.sweeps(words, z, latents, _settings(problem), np.asarray(steps, dtype=np.int64), sweeps,
+                      int(torch.randint(2**31 - 1, ())))
+    return _updated(state, dict(z=z, **latents._asdict()))
 
 
 def state_from_trace(trace, problem: Problem) -> GibbsState:

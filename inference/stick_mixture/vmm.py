@@ -241,13 +241,15 @@ class Assignments:
         return torch.stack([best // k, best % k], 1)
 
 
-def expectation(x, family, q, point, prior, sticks, hard: bool, labels=None,
+def expectation(x, family, prior, factors: tuple, hard: bool, labels=None,
                 pairs: torch.Tensor | None = None) -> tuple[torch.Tensor, Assignments]:
     """One pass over x in blocks of rows (``ops.row_blocks``: no N x K table): the data term of
     the objective (hard: of ``labels`` under these factors; soft: z summed out) and step 1's new
     assignments (eq. (15)) as ``Assignments``; with candidate ``pairs`` (P, 2) (merge moves), also
-    the responsibilities' overlap and entropies (the ``Assignments`` fields). The scores are the
-    family's ``expected_log_density`` at q's point estimate ``point``, computed once for the pass."""
+    the responsibilities' overlap and entropies (the ``Assignments`` fields). ``factors`` are (q,
+    its point estimate, the sticks), as step 3-4 gives them; the scores are the family's
+    ``expected_log_density`` at the point estimate, computed once for the pass."""
+    q, point, sticks = factors
     k = sticks.shape[0] + 1
     value = x.new_zeros((), dtype=torch.float64)
     stats = None
@@ -301,7 +303,7 @@ def memoized_expectation(x, batches: list, family, prior, assignments, estimate,
     parts = []
     for b, rows in enumerate(batches):
         labels = None if assignments.labels is None else assignments.labels[rows]
-        part = expectation(x[rows], family, q, point, prior, sticks, hard, labels, pairs)[1]
+        part = expectation(x[rows], family, prior, (q, point, sticks), hard, labels, pairs)[1]
         parts.append(part)
         if record is not None and b < len(batches) - 1:
             totals = {name: value - record[b][name] + part.stats[name] for name, value in totals.items()}
@@ -539,9 +541,10 @@ def fit_vmm(x: torch.Tensor, init_labels: torch.Tensor, n_clusters: int, *, fami
     (soft), or after ``max_iter`` iterations. Both tests mean the same at every N; a test on the
     hard objective's relative change did not: on 1,000,000 x 64 a change of 4.4e-6 stopped the
     pruning phase after 2 iterations with 100 clusters left of 50 (NMI 0.931), where moving
-    assignments run on to the 50. ``settings`` are ``VMMSettings``' fields. ``guard=False`` reorganises unconditionally, as [PYPM-sVMM] V.D
-    does (for comparison); ``split_moves`` proposes splits and the collapse in the last phase (the
-    module docstring). Every pass over the data runs in blocks of rows (``expectation``).
+    assignments run on to the 50. ``settings`` are ``VMMSettings``' fields. ``guard=False``
+    reorganises unconditionally, as [PYPM-sVMM] V.D does (for comparison); ``split_moves`` proposes
+    splits and the collapse in the last phase (the module docstring). Every pass over the data runs
+    in blocks of rows (``expectation``).
     ``batch_size`` below N makes the learner memoized (``memoized_expectation``): the pass visits
     batches of that many consecutive rows and re-estimates q after each, and the objective is the
     memoized bound of the statistics (the same number, as the family's ``rows_term`` completes it).
@@ -603,7 +606,7 @@ class _Phase:
             value = self.rows_term + memoized_bound(self.terms, assignments)
             return (q, point, sticks.to(x.dtype)), memoized_expectation(x, self.batches, self.family, self.prior,
                                                                         assignments, self.estimate, hard, pairs), value
-        data_term, new = expectation(x, self.family, q, point, self.prior, sticks, hard, assignments.labels, pairs)
+        data_term, new = expectation(x, self.family, self.prior, (q, point, sticks), hard, assignments.labels, pairs)
         value = (data_term + stick_log_prior(sticks, **self.settings.sticks_prior, n_sticks=self.terms.n_clusters - 1)
                  - self.family.kl(q, self.prior).sum())
         return (q, point, sticks.to(x.dtype)), new, value.item()
