@@ -732,11 +732,14 @@ def _source_term(n, param, weights_integrated):
 
 
 @compiled
-def _log_target(t, pair, words, word_count, on_first, nwk, nk, nts, log_token, shape, source_param,
-                weights_integrated, source, vbeta, beta):
-    """ln f of one allocation of the moved tokens (on_first[w] of word w's word_count[w] on pair[0],
-    the rest on pair[1]) up to terms that no allocation changes; the statistics exclude the moved
-    tokens."""
+def _log_target(t, pair, allocation, stats, target):
+    """ln f of one allocation of the moved tokens (``allocation`` = (words, word_count, on_first):
+    on_first[w] of word w's word_count[w] on pair[0], the rest on pair[1]) up to terms that no
+    allocation changes; the statistics ``stats`` = (nwk, nk, nts, source) exclude the moved tokens,
+    ``target`` = (log_token, shape, source_param, weights_integrated, vbeta, beta) (``split_merge``)."""
+    words, word_count, on_first = allocation
+    nwk, nk, nts, source = stats
+    log_token, shape, source_param, weights_integrated, vbeta, beta = target
     value = 0.0
     for side in range(2):
         k = pair[side]
@@ -756,13 +759,15 @@ def _log_target(t, pair, words, word_count, on_first, nwk, nk, nts, log_token, s
 
 
 @compiled
-def _sequential(t, pair, words, word_count, on_first, draw, nwk, nk, nts, log_token, shape, source_param,
-                weights_integrated, source, vbeta, beta):
+def _sequential(t, pair, allocation, draw, stats, target):
     """Sequential allocation, word by word in the given order: word w's tokens go to pair[0] each
     with the probability p_w that one token would, given the words placed before it, so
     on_first[w] ~ Binomial(c_w, p_w). ``draw``: sample on_first, else score the one given. Returns
     ln of the probability of the token-level allocation, sum_w m ln p_w + (c_w - m) ln(1 - p_w)
     (each of the C(c_w, m) subsets equally likely); the statistics are left as they were."""
+    words, word_count, on_first = allocation
+    nwk, nk, nts, source = stats
+    log_token, shape, source_param, weights_integrated, vbeta, beta = target
     log_q = 0.0
     split_sources = source[pair[0]] != source[pair[1]]
     score = np.empty(2)
@@ -785,16 +790,18 @@ def _sequential(t, pair, words, word_count, on_first, draw, nwk, nk, nts, log_to
             on_first[w] = np.random.binomial(c, p)
         m = on_first[w]
         log_q += m * np.log(p) + (c - m) * np.log1p(-p)
-        _place(t, w, pair, m, c - m, nwk, nk, nts, source)
+        _place(t, w, pair, m, c - m, stats)
     for j in range(words.shape[0]):
         w = words[j]
-        _place(t, w, pair, -on_first[w], on_first[w] - word_count[w], nwk, nk, nts, source)
+        _place(t, w, pair, -on_first[w], on_first[w] - word_count[w], stats)
     return log_q
 
 
 @compiled
-def _place(t, w, pair, first, second, nwk, nk, nts, source):
-    """Add first tokens of word w (group t) to pair[0] and second to pair[1] (negative: remove)."""
+def _place(t, w, pair, first, second, stats):
+    """Add first tokens of word w (group t) to pair[0] and second to pair[1] (negative: remove), in
+    ``stats`` = (nwk, nk, nts, source)."""
+    nwk, nk, nts, source = stats
     for k, m in ((pair[0], first), (pair[1], second)):
         nwk[w, k] += m
         nk[k] += m
@@ -802,8 +809,9 @@ def _place(t, w, pair, first, second, nwk, nk, nts, source):
 
 
 @compiled
-def _log_proposal(log_sequential, on_first, words, word_count):
+def _log_proposal(log_sequential, allocation):
     """ln of the mixture proposal: 1/2 sequential allocation, 1/4 all on pair[0], 1/4 all on pair[1]."""
+    words, word_count, on_first = allocation
     all_first, all_second = True, True
     for j in range(words.shape[0]):
         w = words[j]
@@ -816,103 +824,117 @@ def _log_proposal(log_sequential, on_first, words, word_count):
 
 
 @compiled
-def split_merge(x, groups, z, by_group, group_starts, log_token, shape, source_param, weights_integrated, nts, reach,
-                width, source, vocab, beta, moves, seed):  # pragma: no cover (compiled)
-    """z (N,) is updated in place. by_group lists the tokens group by group, group t's being
-    by_group[group_starts[t]:group_starts[t + 1]]; log_token (T, K): ln of what each token of
-    group t on atom k contributes, ln(w_k / W_{t s_k}) with the coefficients integrated out,
-    ln c_{t s_k} - ln(1 + R_k) with the weights integrated out given V (``weights_integrated``),
-    which also takes shape (K,) alpha_{s_k} / L; source_param (T, S): alpha_s q_ts, or ln V_ts
-    (``_source_term``); nts (T, S): n_ts; reach (T, K) and width (T,): the atoms each group can
-    use (D_t(k) > 0), listed; ``moves`` moves per group; ``seed`` seeds numba's generator (drawn
-    by the caller from torch's)."""
+def _choose_pair(atoms, used, pair):
+    """The pair of a move, in ``pair``: a used atom of ``atoms`` (those the group reaches), then any
+    other of them, both uniformly; returns how many of them are used."""
+    n_used, first = 0, 0
+    for k in atoms:
+        n_used += used[k] > 0
+    pick = np.random.randint(n_used)
+    for j in range(atoms.shape[0]):
+        if used[atoms[j]] > 0:
+            if pick == 0:
+                first = j
+                break
+            pick -= 1
+    second = np.random.randint(atoms.shape[0] - 1)
+    pair[0], pair[1] = atoms[first], atoms[second + (second >= first)]
+    return n_used
+
+
+@compiled
+def _gather(x, z, tokens, pair, members, touched, word_count, on_first):
+    """Group t's ``tokens`` on either atom of ``pair`` into ``members``, their words counted in
+    ``word_count`` (those on pair[0] in ``on_first``); returns (their number, the words, most
+    tokens first)."""
+    c, n_words = 0, 0
+    for token in tokens:
+        k = z[token]
+        if k == pair[0] or k == pair[1]:
+            members[c] = token
+            c += 1
+            w = x[token]
+            if word_count[w] == 0:
+                touched[n_words] = w
+                n_words += 1
+            word_count[w] += 1
+            on_first[w] += k == pair[0]
+    return c, touched[:n_words][np.argsort(-word_count[touched[:n_words]], kind="mergesort")]
+
+
+@compiled
+def _relabel(x, z, members, pair, proposed):
+    """After an accepted move: word w's tokens among ``members``, a uniform subset of proposed[w] of
+    them on pair[0], the rest on pair[1] (``proposed`` is emptied)."""
+    np.random.shuffle(members)
+    for token in members:
+        w = x[token]
+        if proposed[w] > 0:
+            z[token] = pair[0]
+            proposed[w] -= 1
+        else:
+            z[token] = pair[1]
+
+
+@compiled
+def split_merge(words, z, target, nts, reachable, moves, seed):  # pragma: no cover (compiled)
+    """z (N,) is updated in place. ``words`` = (x, by_group, group_starts, vocab): group t's tokens are
+    by_group[group_starts[t]:group_starts[t + 1]]; ``target`` = (log_token, shape, source_param,
+    weights_integrated, source, beta): log_token (T, K), ln of what each token of group t on atom k
+    contributes, ln(w_k / W_{t s_k}) with the coefficients integrated out, ln c_{t s_k} - ln(1 + R_k)
+    with the weights integrated out given V (``weights_integrated``; shape (K,) alpha_{s_k} / L);
+    source_param (T, S): alpha_s q_ts, or ln V_ts (``_source_term``); nts (T, S): n_ts; ``reachable``
+    = (reach (T, K), width (T,)): the atoms each group can use (D_t(k) > 0), listed; ``moves`` per
+    group; ``seed`` seeds numba's generator (drawn by the caller from torch's)."""
     np.random.seed(seed)
+    x, by_group, group_starts, vocab = words
+    log_token, shape, source_param, weights_integrated, source, beta = target
+    reach, width = reachable
     k_count = log_token.shape[1]
     nwk, nk = _word_counts(x, z, vocab, k_count)
+    stats, scores = (nwk, nk, nts, source), (log_token, shape, source_param, weights_integrated, vocab * beta, beta)
     word_count = np.zeros(vocab, dtype=np.int64)
     on_first, proposed = np.zeros(vocab, dtype=np.int64), np.zeros(vocab, dtype=np.int64)
     touched = np.empty(vocab, dtype=np.int64)
     members = np.empty(x.shape[0], dtype=np.int64)
     used = np.zeros(k_count, dtype=np.int64)  # m_tk of the group at hand
     pair = np.empty(2, dtype=np.int64)
-    vbeta = vocab * beta
     for t in range(group_starts.shape[0] - 1):
-        lo, hi = group_starts[t], group_starts[t + 1]
+        tokens = by_group[group_starts[t]:group_starts[t + 1]]
         atoms = reach[t, :width[t]]
-        if width[t] < 2 or hi == lo:
+        if width[t] < 2 or tokens.shape[0] == 0:
             continue
         used[:] = 0
-        for i in range(lo, hi):
-            used[z[by_group[i]]] += 1
+        for token in tokens:
+            used[z[token]] += 1
         for _ in range(moves):
-            n_used, first = 0, 0
-            for k in atoms:
-                n_used += used[k] > 0
-            # the pair: a used atom, then any other atom the group reaches, both uniformly
-            pick = np.random.randint(n_used)
-            for j in range(width[t]):
-                if used[atoms[j]] > 0:
-                    if pick == 0:
-                        first = j
-                        break
-                    pick -= 1
-            second = np.random.randint(width[t] - 1)
-            pair[0], pair[1] = atoms[first], atoms[second + (second >= first)]
+            n_used = _choose_pair(atoms, used, pair)
             # the moved tokens: group t's on either atom, taken out of the statistics
-            c, n_words = 0, 0
-            for i in range(lo, hi):
-                token = by_group[i]
-                k = z[token]
-                if k == pair[0] or k == pair[1]:
-                    members[c] = token
-                    c += 1
-                    w = x[token]
-                    if word_count[w] == 0:
-                        touched[n_words] = w
-                        n_words += 1
-                    word_count[w] += 1
-                    on_first[w] += k == pair[0]
-            words = touched[:n_words][np.argsort(-word_count[touched[:n_words]], kind="mergesort")]
-            for w in words:
-                _place(t, w, pair, -on_first[w], on_first[w] - word_count[w], nwk, nk, nts, source)
+            c, moved = _gather(x, z, tokens, pair, members, touched, word_count, on_first)
+            for w in moved:
+                _place(t, w, pair, -on_first[w], on_first[w] - word_count[w], stats)
             # propose from the mixture, independently of the current allocation
             u = np.random.random()
-            for w in words:
+            for w in moved:
                 proposed[w] = word_count[w] if u < 0.25 else 0
-            log_seq_new = _sequential(t, pair, words, word_count, proposed, u >= 0.5, nwk, nk, nts, log_token, shape,
-                                      source_param, weights_integrated, source, vbeta, beta)
-            log_seq_old = _sequential(t, pair, words, word_count, on_first, False, nwk, nk, nts, log_token, shape,
-                                      source_param, weights_integrated, source, vbeta, beta)
-            new_first = 0
-            for w in words:
-                new_first += proposed[w]
-            old_first = used[pair[0]]
+            new, old = (moved, word_count, proposed), (moved, word_count, on_first)
+            log_seq_new = _sequential(t, pair, new, u >= 0.5, stats, scores)
+            log_seq_old = _sequential(t, pair, old, False, stats, scores)
+            new_first, old_first = proposed[moved].sum(), used[pair[0]]
             # the pair's selection probability, (1[a used] + 1[b used]) / (atoms used x (width - 1))
             used_after = n_used - (old_first > 0) - (c - old_first > 0) + (new_first > 0) + (c - new_first > 0)
-            log_ratio = (_log_target(t, pair, words, word_count, proposed, nwk, nk, nts, log_token, shape,
-                                     source_param, weights_integrated, source, vbeta, beta)
-                         - _log_target(t, pair, words, word_count, on_first, nwk, nk, nts, log_token, shape,
-                                       source_param, weights_integrated, source, vbeta, beta)
-                         + _log_proposal(log_seq_old, on_first, words, word_count)
-                         - _log_proposal(log_seq_new, proposed, words, word_count)
+            log_ratio = (_log_target(t, pair, new, stats, scores) - _log_target(t, pair, old, stats, scores)
+                         + _log_proposal(log_seq_old, old) - _log_proposal(log_seq_new, new)
                          + np.log(((new_first > 0) + (c - new_first > 0)) / used_after)
                          - np.log(((old_first > 0) + (c - old_first > 0)) / n_used))
             accept = np.log(np.random.random()) < log_ratio
             final = proposed if accept else on_first
-            for w in words:
-                _place(t, w, pair, final[w], word_count[w] - final[w], nwk, nk, nts, source)
+            for w in moved:
+                _place(t, w, pair, final[w], word_count[w] - final[w], stats)
             if accept:  # word w's tokens: a uniform subset of final[w] of them on pair[0]
-                np.random.shuffle(members[:c])
-                for i in range(c):
-                    token = members[i]
-                    w = x[token]
-                    if proposed[w] > 0:
-                        z[token] = pair[0]
-                        proposed[w] -= 1
-                    else:
-                        z[token] = pair[1]
+                _relabel(x, z, members[:c], pair, proposed)
                 used[pair[0]], used[pair[1]] = new_first, c - new_first
-            for w in words:
+            for w in moved:
                 word_count[w], on_first[w], proposed[w] = 0, 0, 0
 
 

@@ -643,11 +643,11 @@ def _split_merge(problem, state, effective, per_source, log_token, source_param,
     reachable = (effective > 0) & (problem.q[:, state.source] > 0)
     reach = torch.sort(torch.where(reachable, torch.arange(k, device=reachable.device), k), 1).values
     z, nts = _numpy(state.z, np.int64), _numpy(per_source)
-    numba_steps.split_merge(*problem.host_arrays, z, *problem.group_order, _numpy(log_token),
-                              _numpy(state.alpha[state.source] / problem.atoms_per_source), _numpy(source_param),
-                              weights_integrated, nts, _numpy(reach, np.int64), _numpy(reachable.sum(1), np.int64),
-                              _numpy(state.source, np.int64), problem.vocab_size, float(problem.beta),
-                              problem.token_moves, int(torch.randint(2**31 - 1, ())))
+    words = (problem.host_arrays[0], *problem.group_order, int(problem.vocab_size))
+    target = (_numpy(log_token), _numpy(state.alpha[state.source] / problem.atoms_per_source), _numpy(source_param),
+              bool(weights_integrated), _numpy(state.source, np.int64), float(problem.beta))
+    numba_steps.split_merge(words, z, target, nts, (_numpy(reach, np.int64), _numpy(reachable.sum(1), np.int64)),
+                            problem.token_moves, int(torch.randint(2**31 - 1, ())))
     return replace(state, z=torch.from_numpy(z).to(state.z.device)), torch.from_numpy(nts).to(per_source)
 
 
