@@ -300,7 +300,7 @@ def _count_step(step, counts, latents: Latents, settings: Settings, log_q, log_n
     if step in ATOM_STEPS:
         prior, uniforms, given = _atom_inputs(step, alpha, weight, coeffs, settings.q, settings.atoms_per_source,
                                               collapsed)
-        move_atoms(counts, inherit, source, weight, given, log_q, log_not_q, prior, uniforms, step == 5, collapsed)
+        move_atoms((counts, inherit, source, weight), given, (log_q, log_not_q, prior), uniforms, step == 5, collapsed)
     elif step == 3:
         _coefficients(counts, inherit, weight, source, alpha, settings.q, coeffs)
     elif step == 6:

@@ -548,12 +548,15 @@ def _logaddexp(a, b):
 
 
 @compiled
-def _column(t_count, s, sign, n, inherited, log_c, log_mass, log_mass_all, atoms_all, coeffs,
-            base, base_all, norm, norm_all, broken, broken_all, collapsed):
-    """Add (sign 1) or remove (sign -1) column s's share of every group's sums. The normalisers
-    Z_t are summed afresh on adding (coefficients span hundreds of orders of magnitude, and
-    Z - c_ts would leave rounding residue of c_ts's size where the rest of Z is far smaller)."""
-    for t in range(t_count):
+def _column(s, sign, columns, coefficients, sums):
+    """Add (sign 1) or remove (sign -1) column s's share of every group's ``sums`` (base, base_all,
+    norm, norm_all, broken, broken_all, and n_t, which stays; ``move_atoms``). The normalisers Z_t are summed afresh on
+    adding (coefficients span hundreds of orders of magnitude, and Z - c_ts would leave rounding
+    residue of c_ts's size where the rest of Z is far smaller)."""
+    n, inherited, mass, log_mass, mass_all, log_mass_all, atoms_all, per_group, bad = columns
+    coeffs, log_c, collapsed = coefficients
+    base, base_all, norm, norm_all, broken, broken_all, _ = sums
+    for t in range(n.shape[0]):
         value, flag = _term(n[t, s], coeffs[t, s], log_c[t, s], log_mass[t, s], collapsed)
         base[t] += sign * value
         broken[t] += sign * flag
@@ -568,11 +571,13 @@ def _column(t_count, s, sign, n, inherited, log_c, log_mass, log_mass_all, atoms
 
 
 @compiled
-def _shift_atom(k, s, sign, counts, inherit, weight, source, n, inherited, mass, log_mass, mass_all, log_mass_all,
-                atoms_all, per_group, bad):
-    """Add (sign 1) or remove (sign -1) atom k, owned by s, from every statistic. Removing sums the
-    column's masses afresh: weights span hundreds of orders of magnitude, and W - w_k would leave
-    rounding residue of w_k's size where the rest of W is far smaller."""
+def _shift_atom(k, s, sign, labels, columns):
+    """Add (sign 1) or remove (sign -1) atom k, owned by s, from every statistic of ``columns``
+    (``move_atoms``). Removing sums the column's masses afresh: weights span hundreds of orders of
+    magnitude, and W - w_k would leave rounding residue of w_k's size where the rest of W is far
+    smaller."""
+    counts, inherit, source, weight = labels
+    n, inherited, mass, log_mass, mass_all, log_mass_all, atoms_all, per_group, bad = columns
     w = weight[k]
     atoms_all[s] += sign
     if sign > 0:
@@ -602,10 +607,117 @@ def _shift_atom(k, s, sign, counts, inherit, weight, source, n, inherited, mass,
 
 
 @compiled
-def move_atoms(counts, inherit, source, weight, coeffs, log_q, log_not_q, weight_prior, uniforms,
-               move_owner, collapsed=False):  # pragma: no cover (compiled)
-    """counts m (T, K); inherit r (T, K) in {0, 1} and source s (K,) are updated in place;
-    weight_prior (K, S) = ln Gamma(w_k; alpha_j / L, 1); uniforms (K, T + 1).
+def _statistics(labels, coefficients):
+    """(columns, sums) of ``move_atoms`` with every atom in: n_ts, R_ts, W_ts and its logarithm, the
+    fall-back Wall_s, Call_s, the atoms each group inherits and the used ones it does not; and the
+    groups' sums (``_column``)."""
+    counts = labels[0]
+    t_count, k_count = counts.shape
+    s_count = coefficients[0].shape[1]
+    log_mass = np.full((t_count, s_count), -np.inf)
+    columns = (np.zeros((t_count, s_count)), np.zeros((t_count, s_count), dtype=np.int64), np.zeros((t_count, s_count)),
+               log_mass, np.zeros(s_count), np.full(s_count, -np.inf), np.zeros(s_count, dtype=np.int64),
+               np.zeros(t_count, dtype=np.int64), np.zeros(t_count, dtype=np.int64))
+    add = np.int64(1)  # (a literal sign would compile each helper twice)
+    for k in range(k_count):
+        _shift_atom(k, labels[2][k], add, labels, columns)
+    sums = (np.zeros(t_count), np.zeros(t_count), np.zeros(t_count), np.zeros(t_count),
+            np.zeros(t_count, dtype=np.int64), np.zeros(t_count, dtype=np.int64), row_sums(counts))
+    for s in range(s_count):
+        _column(s, add, columns, coefficients, sums)
+    return columns, sums
+
+
+@compiled
+def _owner_scores(k, labels, columns, coefficients, sums, priors, move_owner, ll):
+    """Each source's score as atom k's owner (only its own without ``move_owner``), with the
+    inheritance summed out, and the groups' log likelihoods ``ll`` (S, 2, T) behind it (``priors``
+    = (ln q, ln (1 - q), ln Gamma(w_k; alpha_j / L, 1)); atom k taken out of the statistics);
+    returns (the scores, their largest)."""
+    counts, inherit, source, weight = labels
+    n, inherited, mass, log_mass, mass_all, log_mass_all, atoms_all, per_group, bad = columns
+    coeffs, log_c, collapsed = coefficients
+    base, base_all, norm, norm_all, broken, broken_all, total = sums
+    log_q, log_not_q, weight_prior = priors
+    t_count, s_count = coeffs.shape
+    old, w = source[k], weight[k]
+    score = np.full(s_count, -np.inf)
+    top = -np.inf
+    for j in range(s_count):
+        if not move_owner and j != old:
+            continue
+        score[j] = weight_prior[k, j]
+        log_all_with = np.log(mass_all[j] + w)
+        for t in range(t_count):
+            m, c, lc = counts[t, k], coeffs[t, j], log_c[t, j]
+            both = -np.inf
+            for r in range(2):
+                z_t = 1.0
+                if per_group[t] + r == 0:  # the fall-back: every atom, W = Wall
+                    z_t = norm_all[t] - (c if atoms_all[j] > 0 else 0.0) + c
+                    before, lost = _term(n[t, j], c, lc, log_mass_all[j], collapsed)
+                    after, gained = _term(n[t, j] + m, c, lc, log_all_with, collapsed)
+                    value, flags = base_all[t] - before + after, broken_all[t] - lost + gained
+                elif bad[t] > 0 or (m > 0 and r == 0):
+                    value, flags = 0.0, 1
+                else:
+                    z_t = norm[t] - (c if inherited[t, j] > 0 else 0.0) + (c if inherited[t, j] + r > 0 else 0.0)
+                    log_new = log_mass[t, j] if r == 0 else np.log(mass[t, j] + w)
+                    before, lost = _term(n[t, j], c, lc, log_mass[t, j], collapsed)
+                    after, gained = _term(n[t, j] + m, c, lc, log_new, collapsed)
+                    value, flags = base[t] - before + after, broken[t] - lost + gained
+                if flags > 0 or (total[t] > 0 and z_t <= 0):
+                    value = -np.inf
+                elif total[t] > 0:
+                    value -= _normaliser(total[t], z_t, collapsed)
+                ll[j, r, t] = value
+                both = _logaddexp(both, value + (log_q[t, j] if r == 1 else log_not_q[t, j]))
+            score[j] += both
+        top = max(top, score[j])
+    return score, top
+
+
+@compiled
+def _draw_owner(old, score, top, uniform):
+    """A source drawn in proportion to exp(score) by ``uniform``; ``old`` where none is possible."""
+    new = old
+    if top == -np.inf:
+        return new
+    cumulative = 0.0
+    for j in range(score.shape[0]):
+        cumulative += np.exp(score[j] - top)
+    target = uniform * cumulative
+    cumulative = 0.0
+    for j in range(score.shape[0]):
+        if score[j] > -np.inf:
+            new = j  # (the last possible owner, should rounding leave the target above the sum)
+            cumulative += np.exp(score[j] - top)
+            if cumulative > target:
+                break
+    return new
+
+
+@compiled
+def _draw_inheritance(k, new, inherit, ll, priors, uniforms):
+    """r_.k given its owner ``new``: each group inherits atom k with its conditional probability."""
+    log_q, log_not_q = priors[0], priors[1]
+    for t in range(inherit.shape[0]):
+        on = ll[new, 1, t] + log_q[t, new]
+        off = ll[new, 0, t] + log_not_q[t, new]
+        if on == -np.inf:
+            keep = 0.0
+        elif off == -np.inf:
+            keep = 1.0
+        else:
+            keep = 1.0 / (1.0 + np.exp(off - on))
+        inherit[t, k] = 1 if uniforms[k, t] < keep else 0
+
+
+@compiled
+def move_atoms(labels, coeffs, priors, uniforms, move_owner, collapsed):  # pragma: no cover (compiled)
+    """``labels`` = (counts m (T, K), inherit r (T, K) in {0, 1}, source s (K,), weights w (K,)): r
+    and s are updated in place; ``priors`` = (ln q, ln (1 - q), weight_prior (K, S) = ln Gamma(w_k;
+    alpha_j / L, 1)); uniforms (K, T + 1); ``move_owner``: step 5, else step 2.
 
     The groups' sums base_t = sum_s n_ts (ln c_ts - ln W_ts), its fall-back base_all_t, and the
     normalisers Z_t (norm, norm_all) are kept current: taking atom k out touches only its
@@ -613,109 +725,27 @@ def move_atoms(counts, inherit, source, weight, coeffs, log_q, log_not_q, weight
     out, c_t restricted to the active sources A_t and renormalised being Dir(alpha q_A) (step 3):
     p(z_t | .) = G(sum_A alpha q) / G(sum_A alpha q + n_t) prod_A G(alpha_s q_ts + n_ts) / G(alpha_s q_ts)
     x prod_k (w_k / W_{t s_k})^{m_tk}; a step 3 draw of c must follow."""
+    counts, inherit, source, weight = labels
     t_count, k_count = counts.shape
-    s_count = coeffs.shape[1]
-    n = np.zeros((t_count, s_count))
-    inherited = np.zeros((t_count, s_count), dtype=np.int64)  # R_ts
-    mass = np.zeros((t_count, s_count))  # W_ts
-    mass_all = np.zeros(s_count)
-    atoms_all = np.zeros(s_count, dtype=np.int64)
-    per_group = np.zeros(t_count, dtype=np.int64)  # atoms inherited by group t
-    bad = np.zeros(t_count, dtype=np.int64)  # used atoms that group t does not inherit
-    log_mass = np.empty((t_count, s_count))
-    log_mass_all = np.empty(s_count)
-    for s in range(s_count):
-        log_mass_all[s] = -np.inf
-        for t in range(t_count):
-            log_mass[t, s] = -np.inf
+    coefficients = (coeffs, log_array(coeffs), collapsed)
+    columns, sums = _statistics(labels, coefficients)
+    ll = np.empty((coeffs.shape[1], 2, t_count))
     add, remove = np.int64(1), np.int64(-1)  # (literal signs would compile each helper twice)
     for k in range(k_count):
-        _shift_atom(k, source[k], add, counts, inherit, weight, source, n, inherited, mass, log_mass, mass_all,
-                    log_mass_all, atoms_all, per_group, bad)
-    total = row_sums(counts)
-    log_c = log_array(coeffs)
-    base, base_all = np.zeros(t_count), np.zeros(t_count)
-    norm, norm_all = np.zeros(t_count), np.zeros(t_count)
-    broken, broken_all = np.zeros(t_count, dtype=np.int64), np.zeros(t_count, dtype=np.int64)
-    for s in range(s_count):
-        _column(t_count, s, add, n, inherited, log_c, log_mass, log_mass_all, atoms_all, coeffs, base, base_all,
-                norm, norm_all, broken, broken_all, collapsed)
-    ll = np.empty((s_count, 2, t_count))
-    score = np.empty(s_count)
-    for k in range(k_count):
-        old, w = source[k], weight[k]
+        old = source[k]
         # take atom k out: only its owner's column changes
-        _column(t_count, old, remove, n, inherited, log_c, log_mass, log_mass_all, atoms_all, coeffs, base, base_all,
-                norm, norm_all, broken, broken_all, collapsed)
-        _shift_atom(k, old, remove, counts, inherit, weight, source, n, inherited, mass, log_mass, mass_all,
-                    log_mass_all, atoms_all, per_group, bad)
-        _column(t_count, old, add, n, inherited, log_c, log_mass, log_mass_all, atoms_all, coeffs, base, base_all,
-                norm, norm_all, broken, broken_all, collapsed)
-        top = -np.inf
-        for j in range(s_count):
-            score[j] = -np.inf
-            if not move_owner and j != old:
-                continue
-            score[j] = weight_prior[k, j]
-            log_all_with = np.log(mass_all[j] + w)
-            for t in range(t_count):
-                m, c, lc = counts[t, k], coeffs[t, j], log_c[t, j]
-                both = -np.inf
-                for r in range(2):
-                    z_t = 1.0
-                    if per_group[t] + r == 0:  # the fall-back: every atom, W = Wall
-                        z_t = norm_all[t] - (c if atoms_all[j] > 0 else 0.0) + c
-                        before, lost = _term(n[t, j], c, lc, log_mass_all[j], collapsed)
-                        after, gained = _term(n[t, j] + m, c, lc, log_all_with, collapsed)
-                        value, flags = base_all[t] - before + after, broken_all[t] - lost + gained
-                    elif bad[t] > 0 or (m > 0 and r == 0):
-                        value, flags = 0.0, 1
-                    else:
-                        z_t = norm[t] - (c if inherited[t, j] > 0 else 0.0) + (c if inherited[t, j] + r > 0 else 0.0)
-                        log_new = log_mass[t, j] if r == 0 else np.log(mass[t, j] + w)
-                        before, lost = _term(n[t, j], c, lc, log_mass[t, j], collapsed)
-                        after, gained = _term(n[t, j] + m, c, lc, log_new, collapsed)
-                        value, flags = base[t] - before + after, broken[t] - lost + gained
-                    if flags > 0 or (total[t] > 0 and z_t <= 0):
-                        value = -np.inf
-                    elif total[t] > 0:
-                        value -= _normaliser(total[t], z_t, collapsed)
-                    ll[j, r, t] = value
-                    both = _logaddexp(both, value + (log_q[t, j] if r == 1 else log_not_q[t, j]))
-                score[j] += both
-            top = max(top, score[j])
-        new = old
-        if move_owner and top > -np.inf:
-            cumulative = 0.0
-            for j in range(s_count):
-                cumulative += np.exp(score[j] - top)
-            target = uniforms[k, t_count] * cumulative
-            cumulative = 0.0
-            for j in range(s_count):
-                if score[j] > -np.inf:
-                    new = j  # (the last possible owner, should rounding leave the target above the sum)
-                    cumulative += np.exp(score[j] - top)
-                    if cumulative > target:
-                        break
+        _column(old, remove, columns, coefficients, sums)
+        _shift_atom(k, old, remove, labels, columns)
+        _column(old, add, columns, coefficients, sums)
+        score, top = _owner_scores(k, labels, columns, coefficients, sums, priors, move_owner, ll)
+        new = _draw_owner(old, score, top, uniforms[k, t_count]) if move_owner else old
         source[k] = new
         if top > -np.inf or not move_owner:  # (no possible owner: the atom stays as it was)
-            for t in range(t_count):
-                on = ll[new, 1, t] + log_q[t, new]
-                off = ll[new, 0, t] + log_not_q[t, new]
-                if on == -np.inf:
-                    keep = 0.0
-                elif off == -np.inf:
-                    keep = 1.0
-                else:
-                    keep = 1.0 / (1.0 + np.exp(off - on))
-                inherit[t, k] = 1 if uniforms[k, t] < keep else 0
+            _draw_inheritance(k, new, inherit, ll, priors, uniforms)
         # put atom k back under its (new) owner
-        _column(t_count, new, remove, n, inherited, log_c, log_mass, log_mass_all, atoms_all, coeffs, base, base_all,
-                norm, norm_all, broken, broken_all, collapsed)
-        _shift_atom(k, new, add, counts, inherit, weight, source, n, inherited, mass, log_mass, mass_all, log_mass_all,
-                    atoms_all, per_group, bad)
-        _column(t_count, new, add, n, inherited, log_c, log_mass, log_mass_all, atoms_all, coeffs, base, base_all,
-                norm, norm_all, broken, broken_all, collapsed)
+        _column(new, remove, columns, coefficients, sums)
+        _shift_atom(k, new, add, labels, columns)
+        _column(new, add, columns, coefficients, sums)
 
 
 @compiled

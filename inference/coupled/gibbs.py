@@ -600,9 +600,10 @@ def _move_atoms(problem: Problem, state: GibbsState, move_owner: bool) -> GibbsS
     shape = state.alpha / problem.atoms_per_source
     weight_prior = torch.distributions.Gamma(shape, 1.0, validate_args=False).log_prob(state.weight[:, None])
     q = problem.q.double()
-    numba_steps.move_atoms(_numpy(mixture_counts(problem, state)), inherit, source, _numpy(state.weight),
-                             _numpy(state.coeffs), _numpy(q.log()), _numpy(torch.log1p(-q)), _numpy(weight_prior),
-                             _numpy(torch.rand(k, t + 1, dtype=torch.float64)), move_owner)
+    labels = (_numpy(mixture_counts(problem, state)), inherit, source, _numpy(state.weight))
+    priors = (_numpy(q.log()), _numpy(torch.log1p(-q)), _numpy(weight_prior))
+    numba_steps.move_atoms(labels, _numpy(state.coeffs), priors, _numpy(torch.rand(k, t + 1, dtype=torch.float64)),
+                           move_owner, False)
     return replace(state, inherit=torch.from_numpy(inherit).to(state.inherit),
                    source=torch.from_numpy(source).to(state.source))
 
