@@ -255,8 +255,9 @@ def _weights(counts, latents: Latents, settings: Settings):  # step 6
     alpha, source, weight = latents.alpha, latents.source, latents.weight
     used, log_rate = _auxiliary_rates(counts, latents.inherit, weight, source, alpha.shape[0])
     if settings.sample_alpha:
-        alpha_given_auxiliaries(alpha, used, log_rate, source, latents.coeffs, settings.q, settings.atoms_per_source,
-                                settings.alpha_shape, settings.alpha_rate, *_walk(alpha.shape[0], settings.alpha_step))
+        layout = (source, latents.coeffs, settings.q, settings.atoms_per_source)
+        alpha_given_auxiliaries(alpha, (used, log_rate), layout, (settings.alpha_shape, settings.alpha_rate),
+                                _walk(alpha.shape[0], settings.alpha_step))
     _draw_weights(used, log_rate, source, alpha, settings.atoms_per_source, weight)
 
 

@@ -144,26 +144,28 @@ def collapsed_log_likelihood(x, z, vocab, k_count, beta):  # pragma: no cover (c
 def collapsed_labels(x, groups, z, mixing, vocab, beta, uniforms):  # pragma: no cover (compiled)
     """z (N,) is updated in place; ``vocab`` is V, the words' range. ``document_labels`` with every
     token a document of its own (n_dk^-di = 0) and b = 1."""
-    document_labels(x, groups, np.arange(x.shape[0] + 1), z, mixing, 1.0, vocab, beta, uniforms)
+    document_labels((x, groups, np.arange(x.shape[0] + 1), vocab, beta), z, mixing, 1.0, uniforms)
 
 
 @compiled
-def document_labels(x, groups, starts, z, mixing, b, vocab, beta, uniforms):  # pragma: no cover (compiled)
+def document_labels(corpus, z, mixing, b, uniforms):  # pragma: no cover (compiled)
     """Step 1 with the document level, theta_d collapsed: z (N,) is updated in place, document by
-    document (document d's tokens are z[starts[d]:starts[d + 1]]), token by token,
+    document (``corpus`` = (x, groups, starts, vocab, beta): document d's tokens are
+    z[starts[d]:starts[d + 1]]), token by token,
         p(z_di = k | .)  propto  (n_dk^-di + b D_t(k)) (n_kw^-di + beta) / (n_k^-di + V beta)
     over the atoms group t reaches; ``uniforms`` (N,) from torch (empty: numba's generator)."""
-    nwk, nk = _word_counts(x, z, vocab, mixing.shape[1])
-    _document_labels(x, groups, starts, z, mixing, b, vocab, beta, uniforms, nwk, nk)
+    _document_labels(corpus, z, mixing, b, uniforms, _word_counts(corpus[0], z, corpus[3], mixing.shape[1]))
 
 
 @compiled
-def _document_labels(x, groups, starts, z, mixing, b, vocab, beta, uniforms, nwk, nk):
-    """``document_labels`` given the counts n_kw (word-major) and n_k of z, which it keeps up to date.
+def _document_labels(corpus, z, mixing, b, uniforms, topic_counts):
+    """``document_labels`` given the counts (n_kw (word-major), n_k) of z, which it keeps up to date.
     Every atom the group reaches is scanned: on lee_background (about 55 of them) this was faster
     than SparseLDA's buckets (Yao, Mimno and McCallum 2009) over the 3 atoms a token's word and the 5
     its document use, on average (1.1 against 1.6 ms a sweep: the short loops' branches cost more
     than the long loop's arithmetic)."""
+    x, groups, starts, vocab, beta = corpus
+    nwk, nk = topic_counts
     t_count, k_count = mixing.shape
     # the atoms each group reaches (D_t(k) > 0), listed, with b D_t(k) beside them; below 1e-30 of
     # the group's largest it is flushed to 0 (as in ``gibbs.update_labels``: subnormal
@@ -269,11 +271,12 @@ def _cell_log_likelihood(a, words, counts, n_words, nwk, nk, vocab, beta):
 
 
 @compiled
-def opened_tables(lo, hi, t, z, mixing, b, seen, uniforms, opened):  # pragma: no cover (compiled)
-    """Antoniak's draw for the document of tokens lo:hi in group t, the one place it is written on
+def opened_tables(document, z, mixing, b, seen, uniforms, opened):  # pragma: no cover (compiled)
+    """Antoniak's draw for the ``document`` (lo, hi, t), tokens lo:hi in group t, the one place it is written on
     the CPU: the j-th token (j = 0, 1, ...) of atom k opens a table when u (b D_t(k) + j) < b D_t(k),
     u = uniforms[i] (or numba's draw where ``uniforms`` is empty); ``opened[i]`` says whether it did.
     ``seen`` (K,) is zero before and after."""
+    lo, hi, t = document
     for i in range(lo, hi):
         prior = b * mixing[t, z[i]]
         opened[i] = (uniforms[i] if uniforms.shape[0] else np.random.random()) * (prior + seen[z[i]]) < prior
@@ -292,7 +295,7 @@ def document_tables(groups, starts, z, mixing, b, uniforms):  # pragma: no cover
     for d in range(starts.shape[0] - 1):
         lo, hi = starts[d], starts[d + 1]
         if hi > lo:
-            opened_tables(lo, hi, groups[lo], z, mixing, b, seen, uniforms, opened)
+            opened_tables((lo, hi, groups[lo]), z, mixing, b, seen, uniforms, opened)
         for i in range(lo, hi):
             if opened[i]:
                 tables[groups[i], z[i]] += 1
@@ -351,20 +354,20 @@ def free_atom(t, k, mixing, cumulative_mixing, ndk, room):
 
 
 @compiled
-def document_sweep(x, groups, starts, z, mixing, b, vocab, beta, seed):  # pragma: no cover (compiled)
+def document_sweep(corpus, z, mixing, b, seed):  # pragma: no cover (compiled)
     """Step 1 of the document level in one call: the labels (``document_labels``), the block moves
     (``document_moves``) and the tables (``document_tables``, returned), on one count of z and
     numba's generator seeded with ``seed``."""
     np.random.seed(seed)
-    nwk, nk = _word_counts(x, z, vocab, mixing.shape[1])
+    topic_counts = _word_counts(corpus[0], z, corpus[3], mixing.shape[1])
     none = np.empty(0)  # no uniforms given: each drawn from the generator where it is used
-    _document_labels(x, groups, starts, z, mixing, b, vocab, beta, none, nwk, nk)
-    _document_moves(x, groups, starts, z, mixing, b, vocab, beta, nwk, nk, row_cumsum(mixing))
-    return document_tables(groups, starts, z, mixing, b, none)
+    _document_labels(corpus, z, mixing, b, none, topic_counts)
+    _document_moves(corpus, z, mixing, b, topic_counts, row_cumsum(mixing))
+    return document_tables(corpus[1], corpus[2], z, mixing, b, none)
 
 
 @compiled
-def document_moves(x, groups, starts, z, mixing, b, vocab, beta, seed):  # pragma: no cover (compiled)
+def document_moves(corpus, z, mixing, b, seed):  # pragma: no cover (compiled)
     """Block moves of the document level: for each document d and each atom k it uses, all n_dk of
     its tokens on k (the cell) move together to an atom j that d does not use, by Metropolis-
     Hastings with theta_d and the topics integrated out (``inference.coupled.gibbs``); z (N,) is
@@ -376,19 +379,17 @@ def document_moves(x, groups, starts, z, mixing, b, vocab, beta, seed):  # pragm
     cell, which its document's own counts n_dk make unlikely; these moves do what a table's dish
     move does in the HDP's Chinese restaurant franchise."""
     np.random.seed(seed)
-    nwk, nk = _word_counts(x, z, vocab, mixing.shape[1])
-    _document_moves(x, groups, starts, z, mixing, b, vocab, beta, nwk, nk, row_cumsum(mixing))
+    _document_moves(corpus, z, mixing, b, _word_counts(corpus[0], z, corpus[3], mixing.shape[1]), row_cumsum(mixing))
 
 
 @compiled
-def _document_moves(x, groups, starts, z, mixing, b, vocab, beta, nwk, nk, cumulative_mixing):
-    """``document_moves`` given the counts of z, which it keeps up to date, and D_t's cumulative
-    sums, drawing from numba's generator as seeded."""
+def _document_moves(corpus, z, mixing, b, topic_counts, cumulative_mixing):
+    """``document_moves`` given the counts (n_kw, n_k) of z, which it keeps up to date, and D_t's
+    cumulative sums, drawing from numba's generator as seeded."""
+    x, groups, starts, vocab, beta = corpus
     k_count = mixing.shape[1]
     ndk = np.zeros(k_count, dtype=np.int64)
-    word_count = np.zeros(vocab, dtype=np.int64)
-    words = np.empty(vocab, dtype=np.int64)
-    counts = np.empty(vocab, dtype=np.int64)
+    cell = (np.zeros(vocab, dtype=np.int64), np.empty(vocab, dtype=np.int64), np.empty(vocab, dtype=np.int64))
     atoms = np.empty(k_count, dtype=np.int64)
     for d in range(starts.shape[0] - 1):
         lo, hi = starts[d], starts[d + 1]
@@ -403,8 +404,7 @@ def _document_moves(x, groups, starts, z, mixing, b, vocab, beta, nwk, nk, cumul
             ndk[z[i]] += 1
         for a in range(n_atoms):
             k = atoms[a]
-            n = ndk[k]
-            if n == 0:
+            if ndk[k] == 0:
                 continue  # emptied by an earlier move of this document
             # S_U: D_t's mass on the atoms d's other cells leave free
             free = 1.0
@@ -416,37 +416,50 @@ def _document_moves(x, groups, starts, z, mixing, b, vocab, beta, nwk, nk, cumul
             if room <= 0:
                 continue
             j = free_atom(t, k, mixing, cumulative_mixing, ndk, room)  # j ~ D_t over U less k
-            if j < 0:
-                continue
-            # the cell's words, taken out of the topic counts
-            n_words = np.int64(0)  # (a literal 0 would compile _cell_log_likelihood twice)
-            for i in range(lo, hi):
-                if z[i] == k:
-                    w = x[i]
-                    if word_count[w] == 0:
-                        words[n_words] = w
-                        n_words += 1
-                    word_count[w] += 1
-            for i in range(n_words):
-                counts[i] = word_count[words[i]]
-                word_count[words[i]] = 0
-                nwk[words[i], k] -= counts[i]
-            nk[k] -= n
-            log_ratio = (move_prior_ratio(t, k, j, n, mixing, b, free)
-                         + _cell_log_likelihood(j, words, counts, n_words, nwk, nk, vocab, beta)
-                         - _cell_log_likelihood(k, words, counts, n_words, nwk, nk, vocab, beta))
-            new = j if np.log(np.random.random()) < log_ratio else k
-            for i in range(n_words):
-                nwk[words[i], new] += counts[i]
-            nk[new] += n
-            if new == j:
-                for i in range(lo, hi):
-                    if z[i] == k:
-                        z[i] = j
-                ndk[k], ndk[j] = 0, n
+            if j >= 0 and _move_cell(corpus, z, (lo, hi, t), (k, j, free), mixing, b, topic_counts, cell):
+                ndk[k], ndk[j] = 0, ndk[k]
                 atoms[a] = j  # the document's cells as they now lie (the free mass of the next ones)
         for i in range(lo, hi):
             ndk[z[i]] = 0
+
+
+@compiled
+def _move_cell(corpus, z, document, move, mixing, b, topic_counts, cell):
+    """One block move (``document_moves``): the ``document`` = (lo, hi, t)'s tokens on atom k to atom
+    j, ``move`` = (k, j, S_U), accepted by Metropolis-Hastings; ``cell`` = (word_count, words, counts)
+    is scratch space, word_count zero before and after. Returns whether the move was accepted."""
+    k, j, free = move
+    x, vocab, beta = corpus[0], corpus[3], corpus[4]
+    nwk, nk = topic_counts
+    word_count, words, counts = cell
+    lo, hi, t = document
+    # the cell's words, taken out of the topic counts
+    n, n_words = 0, np.int64(0)  # (a literal 0 would compile _cell_log_likelihood twice)
+    for i in range(lo, hi):
+        if z[i] == k:
+            w = x[i]
+            if word_count[w] == 0:
+                words[n_words] = w
+                n_words += 1
+            word_count[w] += 1
+            n += 1
+    for i in range(n_words):
+        counts[i] = word_count[words[i]]
+        word_count[words[i]] = 0
+        nwk[words[i], k] -= counts[i]
+    nk[k] -= n
+    log_ratio = (move_prior_ratio(t, k, j, n, mixing, b, free)
+                 + _cell_log_likelihood(j, words, counts, n_words, nwk, nk, vocab, beta)
+                 - _cell_log_likelihood(k, words, counts, n_words, nwk, nk, vocab, beta))
+    new = j if np.log(np.random.random()) < log_ratio else k
+    for i in range(n_words):
+        nwk[words[i], new] += counts[i]
+    nk[new] += n
+    if new == j:
+        for i in range(lo, hi):
+            if z[i] == k:
+                z[i] = j
+    return new == j
 
 
 @compiled
@@ -969,11 +982,15 @@ def split_merge(words, z, target, nts, reachable, moves, seed):  # pragma: no co
 
 
 @compiled
-def _alpha_terms(value, j, used, log_rate, source, coeffs, q, atoms_per_source, prior_shape, prior_rate):
+def _alpha_terms(value, j, auxiliaries, layout, prior):
     """The terms of ln p(alpha | V, m, s, c) in alpha_j = value alone, plus ln value (the log-normal
     walk's Jacobian): its Gamma prior, each atom of source j's weight integrated out given V,
     ln G(a + m_k) - ln G(a) - a ln(1 + R_k) with a = value / L, and ln Dir(c_t; alpha q_t)'s terms in
-    c_tj. The rest, sum_t ln G(sum_s alpha_s q_ts), couples the sources."""
+    c_tj. The rest, sum_t ln G(sum_s alpha_s q_ts), couples the sources (``alpha_given_auxiliaries``
+    names the tuples)."""
+    used, log_rate = auxiliaries
+    source, coeffs, q, atoms_per_source = layout
+    prior_shape, prior_rate = prior
     shape = value / atoms_per_source
     total = (prior_shape - 1) * np.log(value) - prior_rate * value + np.log(value)
     log_gamma_shape = math.lgamma(shape)
@@ -988,12 +1005,14 @@ def _alpha_terms(value, j, used, log_rate, source, coeffs, q, atoms_per_source, 
 
 
 @compiled
-def alpha_given_auxiliaries(alpha, used, log_rate, source, coeffs, q, atoms_per_source, prior_shape, prior_rate,
-                            steps, log_uniforms):  # pragma: no cover (compiled)
-    """alpha (S,) in place by rounds of a log-normal random walk, one source at a time: alpha_j' =
-    alpha_j exp(steps[r, j]), accepted when log_uniforms[r, j] is below the ratio of the own
-    terms (``_alpha_terms``; m_k the counts per atom, log_rate ln(1 + R_k)) and of
-    sum_t ln G(sum_s alpha_s q_ts)."""
+def alpha_given_auxiliaries(alpha, auxiliaries, layout, prior, walk):  # pragma: no cover (compiled)
+    """alpha (S,) in place by rounds of a log-normal random walk (``walk`` = (steps, log_uniforms)),
+    one source at a time: alpha_j' = alpha_j exp(steps[r, j]), accepted when log_uniforms[r, j] is
+    below the ratio of the own terms (``_alpha_terms``; ``auxiliaries`` = (m_k the counts per atom,
+    log_rate ln(1 + R_k)); ``layout`` = (source, coeffs, q, atoms_per_source); ``prior`` = alpha's
+    Gamma(shape, rate)) and of sum_t ln G(sum_s alpha_s q_ts)."""
+    steps, log_uniforms = walk
+    q = layout[2]
     totals = np.zeros(q.shape[0])  # sum_s alpha_s q_ts
     moved = np.empty(q.shape[0])
     for j in range(alpha.shape[0]):
@@ -1002,10 +1021,8 @@ def alpha_given_auxiliaries(alpha, used, log_rate, source, coeffs, q, atoms_per_
     for r in range(steps.shape[0]):
         for j in range(alpha.shape[0]):
             proposal = alpha[j] * np.exp(steps[r, j])
-            log_ratio = (_alpha_terms(proposal, j, used, log_rate, source, coeffs, q, atoms_per_source, prior_shape,
-                                      prior_rate)
-                         - _alpha_terms(alpha[j], j, used, log_rate, source, coeffs, q, atoms_per_source,
-                                        prior_shape, prior_rate))
+            log_ratio = (_alpha_terms(proposal, j, auxiliaries, layout, prior)
+                         - _alpha_terms(alpha[j], j, auxiliaries, layout, prior))
             for t in range(q.shape[0]):
                 moved[t] = totals[t] + (proposal - alpha[j]) * q[t, j]
                 if q[t, j] > 0:

@@ -494,9 +494,9 @@ def _parallel_document_labels(problem: Problem, state: GibbsState, mix: torch.Te
     prior = b * np.where(mixing < 1e-30 * mixing.max(1, keepdims=True), 0.0, mixing)
     opened = np.empty(len(z), dtype=np.bool_)
     numba.set_num_threads(parallel_steps.threads())
-    parallel_steps.sweep_documents(x, groups, problem.document_starts, problem.document_blocks, z, opened, phi,
-                                   prior, prior @ phi.T, mixing, numba_steps.row_cumsum(mixing), b,
-                                   _block_seed(problem))
+    corpus = (x, groups, problem.document_starts, problem.document_blocks)
+    topics = (phi, prior, prior @ phi.T, mixing, numba_steps.row_cumsum(mixing), float(b))
+    parallel_steps.sweep_documents(corpus, z, opened, topics, _block_seed(problem))
     tables = problem.sum(torch.from_numpy(np.bincount(groups * k + z, weights=opened, minlength=t * k).reshape(t, k)))
     parallel_steps.release_memory()
     z = torch.from_numpy(z).to(state.z.device)
@@ -508,8 +508,8 @@ def _uncollapsed_labels(problem: Problem, state: GibbsState, mix: torch.Tensor) 
     the tables (the document level) drawn given the new labels."""
     starts, bounds = problem.device_document_starts
     z, b = state.z.clone(), doc_concentration(problem, state)
-    uncollapsed_steps.sweep_labels(problem.x, problem.groups, problem.documents, starts, bounds, z,
-                                   word_counts(problem, state.z), mix.to(z.device), b, problem.beta)
+    tokens = (problem.x, problem.groups, problem.documents, starts, bounds)
+    uncollapsed_steps.sweep_labels(tokens, z, word_counts(problem, state.z), mix.to(z.device), b, problem.beta)
     if problem.documents is None:
         return replace(state, z=z)
     return replace(state, z=z, tables=draw_tables(problem, z, mix, b))
@@ -559,8 +559,9 @@ def _block_seed(problem: Problem) -> int:
 
 
 def _document_arrays(problem: Problem, state: GibbsState, z: np.ndarray, mix: torch.Tensor) -> tuple:
-    return (*problem.host_arrays, problem.document_starts, z, _numpy(mix), doc_concentration(problem, state),
-            problem.vocab_size, float(problem.beta))
+    """(the corpus (x, groups, document starts, V, beta), z, D, b): the compiled document steps' arguments."""
+    corpus = (*problem.host_arrays, problem.document_starts, int(problem.vocab_size), float(problem.beta))
+    return corpus, z, _numpy(mix), doc_concentration(problem, state)
 
 
 def move_document_cells(problem: Problem, state: GibbsState, mix: torch.Tensor | None = None) -> GibbsState:
@@ -703,11 +704,11 @@ def _alpha_given_auxiliaries(problem: Problem, state: GibbsState, used: torch.Te
     """alpha (S,) given V with the weights integrated out (``compiled.alpha_given_auxiliaries``)."""
     alpha = _numpy(state.alpha)
     shape = (numba_steps.ALPHA_ROUNDS, len(alpha))
-    numba_steps.alpha_given_auxiliaries(alpha, _numpy(used), _numpy(log_rate), _numpy(state.source, np.int64),
-                                          _numpy(state.coeffs), _numpy(problem.q), problem.atoms_per_source,
-                                          *map(float, problem.alpha_prior),
-                                          _numpy(problem.alpha_step * torch.randn(shape, dtype=torch.float64)),
-                                          _numpy(torch.rand(shape, dtype=torch.float64).log()))
+    layout = (_numpy(state.source, np.int64), _numpy(state.coeffs), _numpy(problem.q), int(problem.atoms_per_source))
+    walk = (_numpy(problem.alpha_step * torch.randn(shape, dtype=torch.float64)),
+            _numpy(torch.rand(shape, dtype=torch.float64).log()))
+    numba_steps.alpha_given_auxiliaries(alpha, (_numpy(used), _numpy(log_rate)), layout,
+                                        tuple(map(float, problem.alpha_prior)), walk)
     return torch.from_numpy(alpha).to(state.alpha)
 
 

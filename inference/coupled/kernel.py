@@ -140,8 +140,8 @@ def subset_start(problem: gibbs.Problem) -> gibbs.GibbsState:
     mix = mixing_weights(state.coeffs, state.inherit, state.weight, state.source, problem.sizes[1])
     device_starts, bounds = problem.device_document_starts
     z = torch.empty_like(problem.x)
-    uncollapsed.sweep_labels(problem.x, problem.groups, None, device_starts, bounds, z,
-                             gibbs.word_counts(kernel.problem, state.z).to(z.device), mix.to(z.device), 1.0,
+    everything = (problem.x, problem.groups, None, device_starts, bounds)
+    uncollapsed.sweep_labels(everything, z, gibbs.word_counts(kernel.problem, state.z).to(z.device), mix.to(z.device), 1.0,
                              problem.beta)
     z[tokens.to(z.device)] = state.z.to(z.device)  # the subset keeps its labels
     state = dataclasses.replace(state, z=z)

@@ -165,8 +165,14 @@ def prior_document_labels(groups, starts, blocks, mixing, z, seed):  # pragma: n
 
 
 @compiled
-def _labels(lo, hi, t, x, z, phi, prior, prior_total, ndk, atoms, where, n_atoms, cumulative):
-    """Document d's tokens lo..hi-1 one at a time (the module docstring's two buckets)."""
+def _labels(document, tokens, phi, priors, used, n_atoms, cumulative):
+    """The ``document`` (lo, hi, t)'s tokens lo..hi-1 one at a time (the module docstring's two
+    buckets); ``tokens`` = (x, z), ``priors`` = (b D_t(k), P_tw), ``used`` = (n_dk, the atoms the
+    document uses, where each lies among them: ``compiled.add_token``); returns the atoms' count."""
+    lo, hi, t = document
+    x, z = tokens
+    prior, prior_total = priors
+    ndk, atoms, where = used
     k_count = prior.shape[1]
     for i in range(lo, hi):
         w = x[i]
@@ -200,8 +206,13 @@ def _labels(lo, hi, t, x, z, phi, prior, prior_total, ndk, atoms, where, n_atoms
 
 
 @compiled
-def _moves(lo, hi, t, x, z, phi, mixing, cumulative_mixing, b, ndk, atoms, where, n_atoms):
-    """Document d's block moves given phi (the module docstring; ``compiled.document_moves``)."""
+def _moves(document, tokens, phi, mixings, b, used, n_atoms):
+    """The ``document``'s block moves given phi (the module docstring; ``compiled.document_moves``);
+    ``mixings`` = (D_t, its cumulative sums), the rest as ``_labels``'s."""
+    lo, hi, t = document
+    x, z = tokens
+    mixing, cumulative_mixing = mixings
+    ndk, atoms, where = used
     a = 0
     while a < n_atoms:
         k = atoms[a]
@@ -231,11 +242,14 @@ NO_UNIFORMS = np.empty(0)  # ``opened_tables`` draws from each block's own seede
 
 
 @compiled_parallel
-def sweep_documents(x, groups, starts, blocks, z, opened, phi, prior, prior_total, mixing, cumulative_mixing, b,
-                    seed):  # pragma: no cover (compiled)
+def sweep_documents(corpus, z, opened, topics, seed):  # pragma: no cover (compiled)
     """Step 1b over every document, blocks in parallel: z (N,) and opened (N,) are written in place.
-    ``phi`` (V, K) the topics word-major, ``prior`` (T, K) b D_t(k) (0 where flushed), ``prior_total``
-    (T, V) P_tw, ``mixing`` (T, K) D_t and ``cumulative_mixing`` its cumulative sums."""
+    ``corpus`` = (x, groups, starts, blocks): the words, their groups, where each document starts
+    and each block of documents; ``topics`` = (phi (V, K) the topics word-major, prior (T, K)
+    b D_t(k) (0 where flushed), prior_total (T, V) P_tw, mixing (T, K) D_t, cumulative_mixing its
+    cumulative sums, b)."""
+    x, groups, starts, blocks = corpus
+    phi, prior, prior_total, mixing, cumulative_mixing, b = topics
     k_count = mixing.shape[1]
     for block in prange(blocks.shape[0] - 1):
         np.random.seed((seed + block) % 4294967296)
@@ -250,8 +264,9 @@ def sweep_documents(x, groups, starts, blocks, z, opened, phi, prior, prior_tota
             n_atoms = 0
             for i in range(lo, hi):
                 n_atoms = add_token(z[i], ndk, atoms, where, n_atoms)
-            n_atoms = _labels(lo, hi, t, x, z, phi, prior, prior_total, ndk, atoms, where, n_atoms, cumulative)
-            _moves(lo, hi, t, x, z, phi, mixing, cumulative_mixing, b, ndk, atoms, where, n_atoms)
-            opened_tables(lo, hi, t, z, mixing, b, seen, NO_UNIFORMS, opened)
+            document, used = (lo, hi, t), (ndk, atoms, where)
+            n_atoms = _labels(document, (x, z), phi, (prior, prior_total), used, n_atoms, cumulative)
+            _moves(document, (x, z), phi, (mixing, cumulative_mixing), b, used, n_atoms)
+            opened_tables((lo, hi, t), z, mixing, b, seen, NO_UNIFORMS, opened)
             for i in range(lo, hi):
                 ndk[z[i]] = 0

@@ -68,11 +68,13 @@ def _labels(scores: torch.Tensor) -> torch.Tensor:
     return labels.clamp_(max=scores.shape[1] - 1)
 
 
-def sweep_labels(x, groups, documents, starts, bounds, z, word_atom_counts, mixing, b, beta) -> None:
-    """Steps 1a-1c (the module docstring): z (N,) redrawn in place, chunk by chunk (``bounds``,
-    ``chunks``). ``documents`` None: the group level (every token a document of its own);
-    ``starts`` where each document starts, and N last; ``word_atom_counts`` n_kw (K, V), ``mixing``
-    D_t (T, K) and ``b``; every tensor on z's device."""
+def sweep_labels(tokens: tuple, z, word_atom_counts, mixing, b, beta) -> None:
+    """Steps 1a-1c (the module docstring): z (N,) redrawn in place, chunk by chunk. ``tokens`` = (x,
+    groups, documents, starts, bounds): ``documents`` None, the group level (every token a document
+    of its own); ``starts`` where each document starts, and N last; ``bounds`` the chunks
+    (``chunks``); ``word_atom_counts`` n_kw (K, V), ``mixing`` D_t (T, K) and ``b``; every tensor on
+    z's device."""
+    x, groups, documents, starts, bounds = tokens
     k = mixing.shape[1]
     phi = draw_topics(word_atom_counts.T.contiguous(), beta).float()  # 1a, (V, K)
     group_weights = mixing.float()
