@@ -89,3 +89,39 @@ def test_every_path_and_module_the_documents_name_exists(doc):
                if (kind == "path" and not (doc.parent / span).exists() and not (ROOT / span).exists())
                or (kind == "module" and not _resolves(span))]
     assert not missing, f"{doc.name} names what does not exist: {missing}"
+
+
+MOST_PARAMETERS, MOST_LINES = 8, 60  # issue 63's limits
+
+
+def _sizes(path: Path):
+    """(function name, its class or None, parameters (self aside; *args and **kwargs one each), lines)
+    of every function in a file."""
+    def visit(node, owner):
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                a = child.args
+                count = len(a.posonlyargs) + len(a.args) + len(a.kwonlyargs) + bool(a.vararg) + bool(a.kwarg)
+                count -= bool(owner and a.args and a.args[0].arg in ("self", "cls"))
+                yield child.name, owner, count, child.end_lineno - child.lineno + 1
+                yield from visit(child, None)
+            elif isinstance(child, ast.ClassDef):
+                yield from visit(child, child.name)
+            else:
+                yield from visit(child, owner)
+    yield from visit(ast.parse(path.read_text()), None)
+
+
+def test_no_function_takes_more_than_eight_parameters_or_runs_over_sixty_lines():
+    """A function's arguments become a few named records, a long function its steps: no function in
+    bnpzoo/ or inference/ takes more than 8 parameters or runs over 60 lines, the public estimators'
+    constructors excepted (scikit-learn's estimators take every setting there)."""
+    over = []
+    for path in sorted([*(ROOT / "bnpzoo").rglob("*.py"), *(ROOT / "inference").rglob("*.py")]):
+        for name, owner, parameters, lines in _sizes(path):
+            if name == "__init__" and owner in bnpzoo.__all__:
+                continue
+            if parameters > MOST_PARAMETERS or lines > MOST_LINES:
+                over.append(f"{path.relative_to(ROOT)}: {owner + '.' if owner else ''}{name} ({parameters} "
+                            f"parameters, {lines} lines)")
+    assert not over, over
