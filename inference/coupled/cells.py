@@ -188,8 +188,8 @@ def _coefficients(counts, inherit, weight, source, alpha, q, coeffs):  # step 3
 
 
 @compiled
-def _auxiliary_rates(counts, inherit, weight, source, s_count):  # pragma: no cover (compiled)
-    """Step 6's (m_k, ln(1 + sum_t r~_tk V_{t s_k})), (K,) each, with V_ts ~ Gamma(n_ts, W_ts)."""
+def auxiliary_rates(counts, inherit, weight, source, s_count):  # pragma: no cover (compiled)
+    """Step 6's (m_k, ln(1 + sum_t r~_tk V_{t s_k})), (K,) each, and V (T, S), V_ts ~ Gamma(n_ts, W_ts)."""
     t_count, k_count = counts.shape
     effective, mass = _inherited_mass(inherit, weight, source, s_count)
     n = _per_source(counts, source, s_count)
@@ -204,7 +204,7 @@ def _auxiliary_rates(counts, inherit, weight, source, s_count):  # pragma: no co
         for t in range(t_count):
             rate += effective[t, k] * aux[t, source[k]]
         used[k], log_rate[k] = column_sum(counts, k), math.log(rate)
-    return used, log_rate
+    return used, log_rate, aux
 
 
 @compiled
@@ -224,7 +224,10 @@ def _walk(s_count, alpha_step):  # pragma: no cover (compiled)
 def _draw_weights(used, log_rate, source, alpha, atoms_per_source, weight):  # pragma: no cover (compiled)
     """w (K,) in place: w_k ~ Gamma(alpha_{s_k} / L + m_k, 1 + sum_t r~_tk V_{t s_k}), then each latent
     DP's total mass redrawn from Gamma(sum_{s_k = s} alpha_s / L, 1), its shares kept
-    (``gibbs._rescaled``); in logarithms, as small shapes underflow."""
+    (the labels see the weights only through shares of one source, and K_s Gamma(a, 1) weights are
+    a Gamma(K_s a, 1) total times independent Dirichlet shares: without the redraw T_s random-walks,
+    by about 1 / sqrt(n) in ln T_s a sweep, and its prior terms (a - 1) ln w_k shift the log joint by
+    thousands of nats between chains); in logarithms, as small shapes underflow."""
     k_count, s_count = weight.shape[0], alpha.shape[0]
     shape, log_weight = np.empty(k_count), np.empty(k_count)
     for k in range(k_count):
@@ -250,15 +253,22 @@ def _draw_weights(used, log_rate, source, alpha, atoms_per_source, weight):  # p
 
 
 def _weights(counts, latents: Latents, settings: Settings):  # step 6
-    """w (K,) in place, and alpha (S,) when ``settings.sample_alpha``: V_ts ~ Gamma(n_ts, W_ts); alpha
-    given V with w integrated out (``compiled.alpha_given_auxiliaries``); then w (``_draw_weights``)."""
-    alpha, source, weight = latents.alpha, latents.source, latents.weight
-    used, log_rate = _auxiliary_rates(counts, latents.inherit, weight, source, alpha.shape[0])
+    """w (K,) in place, and alpha (S,) when ``settings.sample_alpha``: V_ts ~ Gamma(n_ts, W_ts), then
+    ``weights_given_auxiliaries``."""
+    used, log_rate, _ = auxiliary_rates(counts, latents.inherit, latents.weight, latents.source,
+                                        latents.alpha.shape[0])
+    weights_given_auxiliaries(used, log_rate, latents, settings)
+
+
+def weights_given_auxiliaries(used, log_rate, latents: Latents, settings: Settings):
+    """Step 6 given the auxiliaries V (``auxiliary_rates``' m_k and log rates): alpha, when sampled,
+    with w integrated out (``compiled.alpha_given_auxiliaries``); then w (``_draw_weights``); in place."""
+    alpha, source = latents.alpha, latents.source
     if settings.sample_alpha:
         layout = (source, latents.coeffs, settings.q, settings.atoms_per_source)
         alpha_given_auxiliaries(alpha, (used, log_rate), layout, (settings.alpha_shape, settings.alpha_rate),
                                 _walk(alpha.shape[0], settings.alpha_step))
-    _draw_weights(used, log_rate, source, alpha, settings.atoms_per_source, weight)
+    _draw_weights(used, log_rate, source, alpha, settings.atoms_per_source, latents.weight)
 
 
 @compiled

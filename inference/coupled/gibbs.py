@@ -54,7 +54,7 @@ checks with Geweke's joint-distribution test):
     step 6  weights w_k: p(z_t | w) has the normalisers W_ts^{-n_ts}; with auxiliaries
             V_ts ~ Gamma(n_ts, W_ts) (W^{-n} = int V^{n-1} e^{-V W} dV / Gamma(n)),
             w_k | V ~ Gamma(alpha_{s_k} / L + m_k, 1 + sum_t r_tk V_{t s_k}); then, V dropped, each
-            latent DP's total mass is redrawn from its full conditional, its prior (``_rescaled``).
+            latent DP's total mass is redrawn from its full conditional, its prior (``cells._draw_weights``).
             Words: before w is drawn, split-merge moves as in step 3, with w integrated out given V:
             each atom gives G(a_k + m_k) (1 + R_k)^-(a_k + m_k), each source V^(n_ts - 1) / G(n_ts),
             and n_ts may not cross 0 (V_ts = 0 exactly when n_ts = 0).
@@ -319,15 +319,6 @@ def gaussian_log_density(x: torch.Tensor, params: dict) -> torch.Tensor:
     lam, mu = params["precision"], params["mean"]
     quad = (x * x) @ lam.T - 2 * x @ (lam * mu).T + (lam * mu * mu).sum(1)
     return 0.5 * (lam.log().sum(1) - quad - x.shape[1] * torch.log(torch.tensor(2 * torch.pi, dtype=x.dtype)))
-
-
-def _sample_dirichlet_masked(concentration, mask):
-    """Dirichlet draws over the entries where ``mask`` is true, 0 elsewhere (rows with no true
-    entry give zeros)."""
-    safe = torch.where(mask, concentration, torch.ones_like(concentration))
-    g = _floored(torch.distributions.Gamma(safe, torch.ones_like(safe), validate_args=False).sample()) * mask
-    total = g.sum(-1, keepdim=True)
-    return g / torch.where(total > 0, total, torch.ones_like(total))
 
 
 def word_counts(problem: Problem, z: torch.Tensor) -> torch.Tensor:
@@ -614,27 +605,15 @@ def update_inheritance(problem: Problem, state: GibbsState) -> GibbsState:  # st
 
 
 def update_coefficients(problem: Problem, state: GibbsState) -> GibbsState:  # step 3
-    _, s, _ = problem.sizes
-    owner, effective, mass = inherited_mass(state.inherit, state.weight, state.source, s)
-    per_source = mixture_counts(problem, state) @ owner  # n_ts
-    if problem.token_moves:  # with c_t integrated out
+    """c_t given the labels (``cells._coefficients``, compiled), after the split-merge moves with c_t
+    integrated out where words move by token."""
+    if problem.token_moves:
+        _, s, _ = problem.sizes
+        owner, effective, mass = inherited_mass(state.inherit, state.weight, state.source, s)
         log_share = state.weight.log() - mass[:, state.source].clamp_min(torch.finfo(mass.dtype).tiny).log()
-        state, per_source = _split_merge(problem, state, effective, per_source, log_share, state.alpha * problem.q,
-                                         False)
-    active = mass > 0
-    support = problem.q > 0
-    conc = state.alpha * problem.q
-    inside, outside = active & support, ~active & support
-    a = _sample_dirichlet_masked(conc + per_source, inside)
-    b = _sample_dirichlet_masked(conc, outside)
-    mass_in = torch.where(inside, conc, torch.zeros_like(conc)).sum(-1)
-    mass_out = torch.where(outside, conc, torch.zeros_like(conc)).sum(-1)
-    g_in = _floored(torch.distributions.Gamma(mass_in.clamp_min(1e-300), 1.0, validate_args=False).sample())
-    g_out = torch.distributions.Gamma(mass_out.clamp_min(1e-300), 1.0, validate_args=False).sample()
-    g_out = torch.where(mass_out > 0, g_out, torch.zeros_like(mass_out))
-    share = (g_in / (g_in + g_out))[:, None]
-    coeffs = torch.where(problem.q > 0, _floored(share * a + (1 - share) * b), torch.zeros_like(a))
-    return replace(state, coeffs=coeffs / coeffs.sum(-1, keepdim=True))
+        state, _ = _split_merge(problem, state, effective, mixture_counts(problem, state) @ owner, log_share,
+                                state.alpha * problem.q, False)
+    return counts_sweep(problem, state, steps=(3,))
 
 
 def _split_merge(problem, state, effective, per_source, log_token, source_param, weights_integrated):
@@ -681,52 +660,22 @@ def update_sources(problem: Problem, state: GibbsState) -> GibbsState:  # step 5
 
 
 def update_weights(problem: Problem, state: GibbsState) -> GibbsState:  # step 6
-    _, s, _ = problem.sizes
-    counts = mixture_counts(problem, state)
-    owner, effective, mass = inherited_mass(state.inherit, state.weight, state.source, s)  # W_ts
-    per_source = counts @ owner  # n_ts
-    aux = torch.distributions.Gamma(per_source.clamp_min(1.0), mass.clamp_min(1e-300), validate_args=False).sample()
-    aux = torch.where(per_source > 0, aux, torch.zeros_like(mass))
-    rate = 1 + (effective * aux[:, state.source]).sum(0)
-    used = counts.sum(0)  # m_k
-    if problem.token_moves:  # with w integrated out given V
-        log_token = state.coeffs[:, state.source].log() - rate.log()
-        state, _ = _split_merge(problem, state, effective, per_source, log_token, aux.log(), True)
-        used = torch.bincount(state.z, minlength=used.shape[0]).to(used.dtype)
-    if problem.alpha is None:
-        state = replace(state, alpha=_alpha_given_auxiliaries(problem, state, used, rate.log()))
-    shape = state.alpha[state.source] / problem.atoms_per_source
-    log_weight = _log_gamma(shape + used) - rate.log()
-    return replace(state, weight=_floored(_rescaled(problem, state.source, shape, log_weight).exp()))
-
-
-def _alpha_given_auxiliaries(problem: Problem, state: GibbsState, used: torch.Tensor, log_rate: torch.Tensor):
-    """alpha (S,) given V with the weights integrated out (``compiled.alpha_given_auxiliaries``)."""
-    alpha = _numpy(state.alpha)
-    shape = (numba_steps.ALPHA_ROUNDS, len(alpha))
-    layout = (_numpy(state.source, np.int64), _numpy(state.coeffs), _numpy(problem.q), int(problem.atoms_per_source))
-    walk = (_numpy(problem.alpha_step * torch.randn(shape, dtype=torch.float64)),
-            _numpy(torch.rand(shape, dtype=torch.float64).log()))
-    numba_steps.alpha_given_auxiliaries(alpha, (_numpy(used), _numpy(log_rate)), layout,
-                                        tuple(map(float, problem.alpha_prior)), walk)
-    return torch.from_numpy(alpha).to(state.alpha)
-
-
-def _rescaled(problem: Problem, source: torch.Tensor, shape: torch.Tensor, log_weight: torch.Tensor) -> torch.Tensor:
-    """ln w with each latent DP's total mass T_s = sum_{s_k = s} w_k redrawn from its full
-    conditional, Gamma(sum_{s_k = s} alpha_s / L, 1), the shares w_k / T_s kept: the labels see the
-    weights only through shares of one source (D_t(k) has w_k / W_ts), and K_s Gamma(a, 1) weights
-    are a Gamma(K_s a, 1) total times independent Dirichlet shares. Without it T_s random-walks, by
-    about 1 / sqrt(n) in ln T_s a sweep, and its prior terms (a - 1) ln w_k shift the log joint by
-    thousands of nats between chains."""
+    """V_ts ~ Gamma(n_ts, W_ts), then alpha and w given V (``cells``, compiled); where words move by
+    token, the split-merge moves run between them, with w integrated out given the same V."""
+    if not problem.token_moves:
+        return counts_sweep(problem, state, steps=(6,))
     s = problem.sizes[1]
-    top = torch.full((s,), -torch.inf, dtype=log_weight.dtype, device=log_weight.device)
-    top = top.scatter_reduce(0, source, log_weight, reduce="amax")
-    log_total = (torch.zeros_like(top).index_add_(0, source, (log_weight - top[source]).exp()).log() + top)
-    total_shape = torch.zeros_like(top).index_add_(0, source, shape)
-    owned = total_shape > 0
-    log_draw = _log_gamma(torch.where(owned, total_shape, torch.ones_like(total_shape)))
-    return log_weight + torch.where(owned, log_draw - log_total, torch.zeros_like(top))[source]
+    counts = mixture_counts(problem, state)
+    owner, effective, _ = inherited_mass(state.inherit, state.weight, state.source, s)
+    latents = _compiled_state(state)
+    cell_steps.seed(int(torch.randint(2**31 - 1, ())))
+    used, log_rate, aux = cell_steps.auxiliary_rates(_numpy(counts), latents.inherit, latents.weight, latents.source, s)
+    log_token = state.coeffs[:, state.source].log() - torch.from_numpy(log_rate).to(state.coeffs)
+    log_aux = torch.from_numpy(aux).to(counts).log()
+    state, _ = _split_merge(problem, state, effective, counts @ owner, log_token, log_aux, True)
+    used = np.bincount(_numpy(state.z, np.int64), minlength=len(used)).astype(np.float64)
+    cell_steps.weights_given_auxiliaries(used, log_rate, latents, _settings(problem))
+    return _updated(state, latents._asdict())
 
 
 def _log_gamma(shape: torch.Tensor) -> torch.Tensor:

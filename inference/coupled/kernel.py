@@ -141,8 +141,8 @@ def subset_start(problem: gibbs.Problem) -> gibbs.GibbsState:
     device_starts, bounds = problem.device_document_starts
     z = torch.empty_like(problem.x)
     everything = (problem.x, problem.groups, None, device_starts, bounds)
-    uncollapsed.sweep_labels(everything, z, gibbs.word_counts(kernel.problem, state.z).to(z.device), mix.to(z.device), 1.0,
-                             problem.beta)
+    counts = gibbs.word_counts(kernel.problem, state.z).to(z.device)
+    uncollapsed.sweep_labels(everything, z, counts, mix.to(z.device), 1.0, problem.beta)
     z[tokens.to(z.device)] = state.z.to(z.device)  # the subset keeps its labels
     state = dataclasses.replace(state, z=z)
     return gibbs.with_tables(problem, state) if problem.documents is not None else state
