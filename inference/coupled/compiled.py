@@ -642,21 +642,22 @@ def _statistics(labels, coefficients):
 
 
 @compiled
-def _owner_scores(k, labels, columns, coefficients, sums, priors, move_owner, ll):
+def _owner_scores(k, labels, columns, coefficients, sums, priors, move_owner, scratch):
     """Each source's score as atom k's owner (only its own without ``move_owner``), with the
-    inheritance summed out, and the groups' log likelihoods ``ll`` (S, 2, T) behind it (``priors``
-    = (ln q, ln (1 - q), ln Gamma(w_k; alpha_j / L, 1)); atom k taken out of the statistics);
-    returns (the scores, their largest)."""
+    inheritance summed out, into ``scratch`` = (ll (S, 2, T), score (S,)): the groups' log
+    likelihoods behind each score (``priors`` = (ln q, ln (1 - q), ln Gamma(w_k; alpha_j / L, 1));
+    atom k taken out of the statistics); returns the largest score."""
     counts, inherit, source, weight = labels
     n, inherited, mass, log_mass, mass_all, log_mass_all, atoms_all, per_group, bad = columns
     coeffs, log_c, collapsed = coefficients
     base, base_all, norm, norm_all, broken, broken_all, total = sums
     log_q, log_not_q, weight_prior = priors
+    ll, score = scratch
     t_count, s_count = coeffs.shape
     old, w = source[k], weight[k]
-    score = np.full(s_count, -np.inf)
     top = -np.inf
     for j in range(s_count):
+        score[j] = -np.inf
         if not move_owner and j != old:
             continue
         score[j] = weight_prior[k, j]
@@ -687,7 +688,7 @@ def _owner_scores(k, labels, columns, coefficients, sums, priors, move_owner, ll
                 both = _logaddexp(both, value + (log_q[t, j] if r == 1 else log_not_q[t, j]))
             score[j] += both
         top = max(top, score[j])
-    return score, top
+    return top
 
 
 @compiled
@@ -742,7 +743,7 @@ def move_atoms(labels, coeffs, priors, uniforms, move_owner, collapsed):  # prag
     t_count, k_count = counts.shape
     coefficients = (coeffs, log_array(coeffs), collapsed)
     columns, sums = _statistics(labels, coefficients)
-    ll = np.empty((coeffs.shape[1], 2, t_count))
+    ll, score = np.empty((coeffs.shape[1], 2, t_count)), np.empty(coeffs.shape[1])  # each atom's, reused
     add, remove = np.int64(1), np.int64(-1)  # (literal signs would compile each helper twice)
     for k in range(k_count):
         old = source[k]
@@ -750,7 +751,7 @@ def move_atoms(labels, coeffs, priors, uniforms, move_owner, collapsed):  # prag
         _column(old, remove, columns, coefficients, sums)
         _shift_atom(k, old, remove, labels, columns)
         _column(old, add, columns, coefficients, sums)
-        score, top = _owner_scores(k, labels, columns, coefficients, sums, priors, move_owner, ll)
+        top = _owner_scores(k, labels, columns, coefficients, sums, priors, move_owner, (ll, score))
         new = _draw_owner(old, score, top, uniforms[k, t_count]) if move_owner else old
         source[k] = new
         if top > -np.inf or not move_owner:  # (no possible owner: the atom stays as it was)
