@@ -34,10 +34,15 @@ def expected_log_weights(c1: torch.Tensor, c0: torch.Tensor) -> torch.Tensor:
     return torch.cat([e_log_v, zero], -1) + torch.cat([zero, e_log_rest.cumsum(-1)], -1)
 
 
+def expected_scores(x, family, q, prior, c1, c0):
+    """E ln pi_k + E ln f(x_n | theta_k), (M, K): r_nk's log, up to each row's normaliser."""
+    log_weights = expected_log_weights(c1, c0).to(x.dtype)
+    return family.expected_log_density(x, q, prior, log_weights=log_weights)
+
+
 def responsibilities(x, family, q, prior, c1, c0):
     """r_nk of the module docstring, (M, K)."""
-    log_weights = expected_log_weights(c1, c0).to(x.dtype)
-    return torch.softmax(family.expected_log_density(x, q, prior, log_weights=log_weights), 1)
+    return torch.softmax(expected_scores(x, family, q, prior, c1, c0), 1)
 
 
 def natural_estimate(stats, family, prior, *, scale, alpha, discount=0.0) -> tuple[dict, tuple]:

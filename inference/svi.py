@@ -86,7 +86,8 @@ def _loss_function(loss):
     raise ValueError(f"loss must be 'enum', 'map' or a callable, got {loss!r}")
 
 
-MEMO_BATCHES, MEMO_ROWS = 20, 1000  # a memoized learner's pass: at most this many batches of at least this many rows
+# a memoized learner's pass: at most this many batches of at least this many rows, and at most that many
+MEMO_BATCHES, MEMO_ROWS, MEMO_MOST_ROWS = 20, 1000, 10_000
 
 
 def memo_batch_size(n: int) -> int:
@@ -94,8 +95,10 @@ def memo_batch_size(n: int) -> int:
     stochastic learners on the conjugate factors, whose births and merges are judged once a pass;
     HDP-GD's online-vi): a pass of at most ``MEMO_BATCHES`` batches of at least ``MEMO_ROWS``
     rows. For online-vi, 200-row batches took 1.4 to 9 s on 1,200 to 3,000 rows, 1,000-row ones
-    0.5 to 1.0 s, at the same NMI."""
-    return min(n, max(MEMO_ROWS, -(-n // MEMO_BATCHES)))
+    0.5 to 1.0 s, at the same NMI. At most ``MEMO_MOST_ROWS``: a step's work and memory stay those of
+    a batch whatever N (300,000 rows a step at 6,000,000; the record, ``memo.Memo``, then holds a
+    sample of the rows)."""
+    return min(n, max(MEMO_ROWS, min(MEMO_MOST_ROWS, -(-n // MEMO_BATCHES))))
 
 
 def minibatch_indices(n: int, size: int | None, device) -> torch.Tensor:

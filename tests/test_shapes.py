@@ -112,8 +112,8 @@ def test_the_memo_of_a_pass_holds_the_whole_datas_statistics():
     for _ in range(5):
         rows = memo.draw()
         assert not memo.complete
-        memo.record(family.statistics(x[rows], resp[rows], prior), resp[rows])
-    assert memo.complete
+        memo.record(family.statistics(x[rows], resp[rows], prior), resp[rows], torch.zeros(len(rows)))
+    assert memo.complete and memo.noise() == 0.0 and memo.scale == 1.0
     record, whole = memo.assignments(), family.statistics(x, resp, prior)
     for name, value in whole.items():
         torch.testing.assert_close(record.stats[name], value)
@@ -121,7 +121,27 @@ def test_the_memo_of_a_pass_holds_the_whole_datas_statistics():
     torch.testing.assert_close(record.entropy, -torch.xlogy(resp, resp).sum(0))
     torch.testing.assert_close(record.overlap, resp.T @ resp)
     memo.reset()
-    assert not memo.complete and bool((memo.labels == -1).all())
+    assert not memo.complete and not memo.parts
+
+
+def test_a_record_of_a_sample_holds_its_batches_scaled_to_all_rows():
+    """Where the rows need more batches than a record holds, the record is ``window`` batches of a
+    pass: their statistics scaled by N over their rows, each recorded row's label in ``rows()``'s
+    order, a standard error above 0 (the batches' log marginals differ); the oldest batch leaves."""
+    gen = torch.Generator().manual_seed(1)
+    x = torch.randn(1000, 2, generator=gen, dtype=torch.float64)
+    resp = torch.softmax(torch.randn(1000, 3, generator=gen, dtype=torch.float64), 1)
+    memo = Memo(1000, 50, x.device, window=4)
+    for visit in range(5):
+        rows = memo.draw()
+        memo.record({"count": resp[rows].sum(0)}, resp[rows], x[rows, 0])
+        assert memo.complete == (visit >= 3) and len(memo.parts) == min(visit + 1, 4)
+    record, rows = memo.assignments(), memo.rows()
+    assert rows.numel() == 200 and memo.scale == 5.0 and record.scale == 5.0
+    torch.testing.assert_close(record.stats["count"], 5.0 * resp[rows].sum(0))
+    torch.testing.assert_close(record.stats["count"].sum(), torch.tensor(1000.0, dtype=torch.float64))
+    assert torch.equal(record.labels, resp[rows].argmax(1))
+    assert memo.noise() > 0
 
 
 def test_steps_that_leave_the_factors_domain_are_replaced_by_convex_ones():

@@ -248,7 +248,7 @@ def test_birth_candidates_take_each_clusters_members_in_row_order():
 
     x = torch.as_tensor(_mixture_test_data(0, n=6000), dtype=torch.float64)
     labels = torch.randint(0, 3, (6000,), generator=torch.Generator().manual_seed(0))
-    assignments = SimpleNamespace(labels=labels, counts=torch.bincount(labels, minlength=3).double())
+    assignments = SimpleNamespace(labels=labels, counts=torch.bincount(labels, minlength=3).double(), scale=1.0)
     divided = 0
     for divisions in birth_candidates(x, assignments, gaussian_family("fixed"), _prior(x, 1.0), seed=0):
         for cluster, moved, _ in divisions:

@@ -6,6 +6,15 @@ statistics of its last visit; their sum is the whole data's, so a move (a merge,
 judged on the memoized bound of ``inference.stick_mixture.vmm`` (``MemoizedTerms.cluster`` and
 ``.sticks``: the same bound as vmm's moves) without a pass over the data.
 
+A record holds at most ``window`` batches (``RECORD_BATCHES``): where the rows need more, it is the
+first ``window`` batches of a pass in its random order, a sample of the rows whose statistics are
+scaled to N (``scale``), so its memory is set by the batches and the clusters, never by the rows
+(a record of every row kept 8 bytes a row of labels and, at 6,000,000 x 64 in 20 batches, a batch of
+300,000 rows a step), and the moves and the convergence test are judged after ``window`` steps,
+not after a pass. Such a record's memoized bound differs from the next one's by the sample too:
+``noise`` is its standard error, from the batches' log marginal likelihoods (0 where the record
+holds every row).
+
 Here the stochastic learner visits the rows in fixed batches: a random partition of the rows made
 once, the batches drawn in a new random order every pass (``draw``). Each step records its batch's
 soft statistics, each row's most responsible cluster, the entropy of the responsibilities, their
@@ -23,16 +32,18 @@ import torch
 from bnpzoo.inference.stick_mixture.vmm import Assignments
 
 ALL_PAIRS = 256  # the most candidate pairs a record keeps before overlaps choose them
+RECORD_BATCHES = 20  # the most batches a record holds (``inference.svi.memo_batch_size`` makes 20 a pass up to
+# 200,000 rows: there the record is every row, as before)
 
 
 class Memo:
-    """The record of one pass of fixed batches over ``n`` rows (the module docstring)."""
+    """The record of fixed batches over ``n`` rows, at most ``window`` of them (the module docstring)."""
 
-    def __init__(self, n: int, batch_size: int, device):
+    def __init__(self, n: int, batch_size: int, device, window: int = RECORD_BATCHES):
         order = torch.randperm(n)  # the CPU generator, as the learners' minibatches
         self.batches = [part.to(device) for part in torch.tensor_split(order, -(-n // batch_size))]  # equal sizes
-        self.n, self.device = n, device
-        self.queue, self.current = [], None
+        self.n, self.device, self.window = n, device, min(window, len(self.batches))
+        self.current = None
         self.reset()
 
     def reset(self, pairs: torch.Tensor | None = None) -> None:
@@ -40,7 +51,7 @@ class Memo:
         (None: every pair, where there are at most ``ALL_PAIRS``: a record whose clusters' overlaps
         nothing has measured yet, as a stream's first batch)."""
         self.parts, self.pairs = {}, pairs
-        self.labels = torch.full((self.n,), -1, dtype=torch.long, device=self.device)
+        self.queue = []  # a new pass: the record completes after ``window`` steps, not up to twice as many
 
     def draw(self) -> torch.Tensor:
         """The next batch's row indices; the batches in a new random order every pass."""
@@ -49,30 +60,62 @@ class Memo:
         self.current = self.queue.pop()
         return self.batches[self.current]
 
-    def record(self, stats: dict, resp: torch.Tensor) -> None:
-        """The current batch's statistics and responsibilities (M, K), replacing its last visit's."""
+    def record(self, stats: dict, resp: torch.Tensor, marginal: torch.Tensor) -> None:
+        """The current batch's statistics, responsibilities (M, K) and log marginal likelihoods
+        ln sum_k exp(score) (M,), replacing its last visit's."""
         if self.pairs is None:
             k = resp.shape[1]
             every = torch.triu_indices(k, k, 1, device=resp.device).T
             self.pairs = every if len(every) <= ALL_PAIRS else every[:0]
         pairs = self.pairs
         summed = resp[:, pairs[:, 0]] + resp[:, pairs[:, 1]]
+        self.parts.pop(self.current, None)
         self.parts[self.current] = {
             "stats": stats,
             "entropy": -torch.xlogy(resp, resp).sum(0).double(),
             "overlap": (resp.T @ resp).double(),
             "pair_entropy": -torch.xlogy(summed, summed).sum(0).double(),
+            "labels": resp.argmax(1),
+            "marginal": marginal.double().mean(),
         }
-        self.labels[self.batches[self.current]] = resp.argmax(1)
+        while len(self.parts) > self.window:  # the oldest visit leaves (a record never holds more)
+            self.parts.pop(next(iter(self.parts)))
 
     @property
     def complete(self) -> bool:
-        """Every batch visited since the record began."""
-        return len(self.parts) == len(self.batches)
+        """``window`` batches visited since the record began."""
+        return len(self.parts) == self.window
+
+    @property
+    def scale(self) -> float:
+        """The rows each recorded row stands for."""
+        return self.n / sum(self.batches[b].numel() for b in self.parts)
+
+    def rows(self) -> torch.Tensor:
+        """The recorded rows' indices, ascending (every row's, 0 to N - 1, where the record holds every
+        row), in the order of ``assignments().labels``."""
+        return self._ordered()[0]
+
+    def _ordered(self) -> tuple[torch.Tensor, torch.Tensor]:
+        rows = torch.cat([self.batches[b] for b in self.parts])
+        order = torch.argsort(rows)
+        return rows[order], torch.cat([part["labels"] for part in self.parts.values()])[order]
+
+    def noise(self) -> float:
+        """The standard error of the record's bound as an estimate of the rows' (0 where it holds
+        every row): N sd(the batches' mean log marginals) / sqrt(B), finite-population corrected."""
+        held = len(self.parts)
+        if held == len(self.batches) or held < 2:
+            return 0.0
+        means = torch.stack([part["marginal"] for part in self.parts.values()])
+        return float(self.n * means.std() * ((1 - held / len(self.batches)) / held) ** 0.5)
 
     def assignments(self) -> Assignments:
-        """The record as ``vmm.Assignments`` (sums over the batches, each row's last label)."""
-        parts = list(self.parts.values())
-        total = lambda key: sum(part[key] for part in parts)
-        stats = {name: sum(part["stats"][name] for part in parts) for name in parts[0]["stats"]}
-        return Assignments(stats, self.labels, total("overlap"), total("entropy"), self.pairs, total("pair_entropy"))
+        """The record as ``vmm.Assignments``, its sums scaled to N (each recorded row's label, in the
+        order of ``rows()``)."""
+        parts, scale = list(self.parts.values()), self.scale
+        total = lambda key: scale * sum(part[key] for part in parts)
+        stats = {name: scale * sum(part["stats"][name] for part in parts) for name in parts[0]["stats"]}
+        labels = self._ordered()[1]
+        return Assignments(stats, labels, total("overlap"), total("entropy"), self.pairs, total("pair_entropy"),
+                           scale=scale)

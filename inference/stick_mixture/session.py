@@ -35,19 +35,24 @@ A step with eta <= 1 and no momentum is a convex combination of theta and theta_
 the factors' domain; the others can leave it (a negative count, an indefinite scatter), and a
 cluster they take out gets the convex step instead (``_keep_proper``).
 
-Births and merges (one process). These learners visit the rows in fixed batches and keep each
-batch's statistics from its last visit (``inference.stick_mixture.memo``, Hughes and Sudderth's
-memoized record). Once the record covers every row, merges, else births, are judged on its
-memoized bound, the bound and proposals of ``inference.stick_mixture.vmm``; when neither pays, the
-three best merge candidates, then the three best divisions (also across principal axes), are
-refined on the evaluation rows (``_refine``, ``_refined_birth``): the pieces of one cloud, and the
-halves of a cluster that holds two, gain only once their rows move. The clusters a move makes take
-the record's conjugate optimum, the others keep their factors. A fit with a learned spread starts
-from two K-means clusters (``bnpzoo.mixture.START_CLUSTERS``) and births open the others; on the
-fixed scale the moves are vmm's: a start of ``truncation`` clusters, a pruning phase without moves
-until its record converges, then births and no merges. The run does not converge while a record is
-incomplete, nor before a record taken at its own conjugate optimum agrees with the last
-(``_settled``); a fit ends at the record's conjugate optimum. Measured on one 2-D
+Births and merges (one process). These learners visit the rows in fixed batches and keep the
+statistics of the last ``memo.RECORD_BATCHES`` batches visited (``inference.stick_mixture.memo``,
+Hughes and Sudderth's memoized record: every row up to 200,000 rows, beyond a sample of them scaled
+to N, so its memory never grows with the rows). Once the record is complete, merges, else births,
+are judged on its memoized bound, the bound and proposals of ``inference.stick_mixture.vmm``; when
+neither pays and the record has settled, the three best merge candidates, then the three best
+divisions (also across principal axes), are refined on the evaluation rows (``_refine``,
+``_refined_birth``): the pieces of one cloud, and the halves of a cluster that holds two, gain only
+once their rows move. A cluster's births are tried once until it changes, and once more on a
+settled record (``tried``). The clusters a move makes take the record's conjugate optimum, the
+others keep their factors. The start (``bnpzoo.mixture.StickMixture._session_start``): on more than
+5,000 rows, vmm's fit of a sample (its clusters' births wait for a settled record); on fewer, two
+K-means clusters with a learned spread, which births divide, and on the fixed scale vmm's way: a
+start of ``truncation`` clusters, a pruning phase without moves until its record converges, then
+births and no merges. The run does not converge while a record is incomplete, nor before a record
+taken at its own conjugate optimum agrees with the last within ``tol`` or, for a record of a
+sample, within twice the records' standard error (``_settled``; ``memo.Memo.noise``); a fit ends at
+the record's conjugate optimum. Measured on one 2-D
 cloud, three 1-D clusters of 100,000 rows and three elongated rotated clouds
 (``benchmarks/bench_shapes.py``, ``reports/shapes.md``): before, 6 to 25 clusters, 3 to 34 (NMI
 0.35 to 0.94) and 8 to 18 (NMI 0.42 to 0.54); now 1, 3 (NMI 1.000) and 3 (0.99 to 1.00) for every
@@ -60,6 +65,7 @@ can collapse the clusters into one and climb back to a finite bound, where no di
 fires (``vi`` at learning rate 1e4 on the digits: NMI below 0.3, ``tests/test_reliability.py``).
 """
 
+import math
 import warnings
 from dataclasses import dataclass, replace
 
@@ -71,7 +77,7 @@ from bnpzoo.ops import get_rng_state, set_rng_state
 from bnpzoo.guides import stick_mixture as guides
 from bnpzoo.families import ComponentPrior
 from bnpzoo.inference import data_parallel, optim as optimizers
-from bnpzoo.inference.conjugate import natural_estimate, responsibilities
+from bnpzoo.inference.conjugate import expected_scores, natural_estimate, responsibilities
 from bnpzoo.inference.stick_mixture.learners import GENERIC, LEARNERS, Learner  # noqa: F401 (re-exported)
 from bnpzoo.inference.stick_mixture.fisher import gaussian_mixture_fisher, prior_curvature
 from bnpzoo.inference.stick_mixture.mean_factors import mean_variances, occam_penalty
@@ -107,6 +113,7 @@ class Start:
     means: torch.Tensor
     counts: torch.Tensor
     stats: dict | None = None
+    fitted: bool = False  # a fit whose clusters births have tried (vmm's, of a sample): no birth before settling
 
 
 @dataclass(frozen=True)
@@ -158,7 +165,7 @@ class StochasticSession:
             model_kwargs = dict(model_kwargs, prior_precision=pruning.precision)
             component_prior = component_prior and component_prior.with_mean_precision(pruning.precision)
         self.component_prior = component_prior  # the natural guide's factor's prior (``families``)
-        self.counts = start.counts
+        self.counts, self.fitted_start = start.counts, start.fitted
         self.evaluations, self.phase_starts = 0, [0]  # evaluations so far; where each prior phase began
         self.hard = options.hard  # MAP assignments: the table's argmax, or one-hot responsibilities (natural guide)
         self.prior, self.prune_threshold, self.eval_size = prior, pruning.threshold, options.eval_size
@@ -255,11 +262,13 @@ class StochasticSession:
         params = {name: pyro.param(name) for name in guides.natural_names(*guides.natural_factors())}
         factor, (c1, c0) = guides.natural_factors(params)
         with torch.no_grad():
-            resp = responsibilities(self.batch, self.family, factor, self.component_prior, c1, c0)
+            scores = expected_scores(self.batch, self.family, factor, self.component_prior, c1, c0)
+            marginal = torch.logsumexp(scores, 1)  # ln sum_k exp(score): the record's noise (``memo``)
+            resp = torch.exp(scores - marginal[:, None])
             resp = assign(resp, True) if self.hard else resp  # [DPM-SGA] eq. (15): the scores' argmax is resp's
             stats = self.family.statistics(self.batch, resp, self.component_prior)
             if self.memo is not None:
-                self.memo.record(stats, resp)
+                self.memo.record(stats, resp, marginal)
             target = guides.natural_names(*natural_estimate(stats, self.family, self.component_prior,
                                                             scale=self.data.shape[0] / self.batch.shape[0],
                                                             **self.sticks_prior))
@@ -365,29 +374,35 @@ class StochasticSession:
         memo = self.memo
         if not memo.complete:
             return True
-        assignments = memo.assignments()
+        assignments, rows = memo.assignments(), memo.rows()
+        self.record_rows = self.data if rows.numel() == self.data.shape[0] else self.data[rows]
         terms = MemoizedTerms(self.family, self.component_prior, self.sticks_prior, self.n_clusters)
-        value = memoized_bound(terms, assignments)
-        previous, self.record_bound = self.record_bound, value
-        change = float("inf") if previous is None else abs(value - previous) / abs(value)
+        value, noise = memoized_bound(terms, assignments), memo.noise()
+        (previous, before), self.record_bound = self.record_bound or (None, 0.0), (value, noise)
+        # a record of a sample: a change within twice the two records' standard error is no change
+        change = float("inf") if previous is None else max(0.0, abs(value - previous) - 2 * math.hypot(noise, before))
+        change /= abs(value)
         moved, merges = None, self.family.capabilities.moves and not self.pruning_steps  # as vmm's merge_moves
         if merges:
             moved = propose_merges(assignments, terms, refine=None, value=None, tries=0)
-        # births of the clusters not tried since they last changed; of every cluster once settled
-        untried = torch.ones_like(assignments.counts, dtype=torch.bool) if change <= SETTLED else ~self.tried
+        # births of the clusters not tried since they last changed; once the record settles, of those not
+        # tried on a settled record (``tried``: the columns; a move's clusters have origin -1 and are
+        # untried again, ``_set_factors``)
+        settled = change <= SETTLED
+        untried = ~self.tried[:, int(settled)]
         if moved is None and bool(untried.any()) and not self.pruning_steps:  # none in vmm's pruning phase
-            moved = propose_births(self.data, assignments, terms, seed=self.evaluations,
+            moved = propose_births(self.record_rows, assignments, terms, seed=self.evaluations,
                                    responsibilities=None if self.hard else self._responsibilities(),
                                    clusters=untried.nonzero()[:, 0].tolist())
-            self.tried = self.tried | untried  # those divided have origin -1: untried again (``_set_factors``)
+            self.tried[:, :1 + int(settled)] |= untried[:, None]
         # once the record settles (vmm tries its refined merges once converged, too): pieces of one
         # cluster gain only once their rows move, and so may a division that almost pays
         baseline = []  # the current clusters refined, once a refined move needs them
         if moved is None and change <= SETTLED and merges:
             moved = propose_merges(assignments, terms, value=None, tries=REFINED_MOVES,
                                    refine=lambda merged: self._refine(merged, assignments, baseline))
-            if moved is None:
-                moved = self._refined_birth(assignments, terms, baseline)
+            if moved is None and bool(untried.any()):
+                moved = self._refined_birth(assignments, terms, baseline, untried)
         if moved is None:
             memo.reset(assignments.merge_candidates())
             return self._settled(assignments, change)
@@ -451,7 +466,7 @@ class StochasticSession:
         factor, (c1, c0) = guides.natural_factors()
         return lambda rows: responsibilities(rows, self.family, factor, self.component_prior, c1, c0)
 
-    def _refined_birth(self, assignments, terms, baseline: list):
+    def _refined_birth(self, assignments, terms, baseline: list, clusters: torch.Tensor):
         """Births judged once rows may move: each cluster's halves, by 2-means
         (``vmm.birth_candidates``) and across each of its ``SPLIT_AXES`` principal axes (in units of
         its own spread), the ``REFINED_MOVES`` best by their memoized gain refined (``_refine``);
@@ -465,19 +480,21 @@ class StochasticSession:
         if k >= self.n_clusters:
             return None
         shares, divisions = self._responsibilities(), []
-        for candidates in birth_candidates(self.data, assignments, family, prior, self.evaluations, shares):
+        for candidates in birth_candidates(self.record_rows, assignments, family, prior, self.evaluations, shares,
+                                           clusters=clusters.nonzero()[:, 0].tolist()):
             cluster, _, pieces = next(candidates, (None, None, None))
             if cluster is None:
                 continue
             members = (assignments.labels == cluster).nonzero()[:, 0]
-            rows = self.data[members]
+            rows = self.record_rows[members]
             units = next(family.split_views(rows - rows.mean(0), prior))
             axes = torch.linalg.svd(units[:BIRTH_SAMPLE], full_matrices=False)[2][:SPLIT_AXES]
             divisions.append((cluster, pieces))
+            share = shares(rows)  # once for the cluster's divisions
             for side in (units @ axes.T > 0).long().T:
                 if 2 <= int(side.sum()) <= side.numel() - 2:
                     divisions.append((cluster, division_statistics(rows, side, cluster, assignments, family, prior,
-                                                                   shares)))
+                                                                   lambda _: share)))
         scored = []
         for cluster, pieces in divisions:
             kept = counts.clone()
@@ -516,7 +533,7 @@ class StochasticSession:
         have changed) and start at zero for the others."""
         factor = self.family.natural(stats, self.component_prior)
         if origin is not None:  # a move: the clusters it changed are untried
-            self.tried = self.tried[origin.clamp_min(0)] & (origin >= 0)
+            self.tried = self.tried[origin.clamp_min(0)] & (origin >= 0)[:, None]
         else:
             origin = torch.full_like(stats["count"], -1, dtype=torch.long)
         old, _ = guides.natural_factors()
@@ -598,11 +615,13 @@ class StochasticSession:
         self.eval_batch = x[evaluation_indices(data_parallel.rows_here(x), self.eval_size, x.device)]
         # births and merges on a record of fixed batches (one process: the record is not summed over ranks)
         self.memo = Memo(x.shape[0], schedule.batch_size, x.device) if self.moves and group is None else None
-        self.record_bound, self.tol = None, schedule.tol  # the last record's memoized bound, where no move followed it
+        self.record_bound, self.tol = None, schedule.tol  # the last record's memoized bound and noise, where no move followed it
         self.at_optimum = False  # whether the factors took the last record's optimum (``_settled``)
         # the clusters whose division did not pay and which have not changed since (k-means on every
         # cluster at every record took 70 % of a 50-cluster fit's time)
-        self.tried = torch.zeros(self.model_kwargs["truncation"], dtype=torch.bool, device=x.device)
+        # (column 0: on any record, 1: on a settled one); a start fitted by vmm tried its clusters' births
+        self.tried = torch.zeros(self.model_kwargs["truncation"], 2, dtype=torch.bool, device=x.device)
+        self.tried[:, 0] = self.fitted_start
         if fresh:
             with torch.no_grad():
                 start_bound = float(self._score()[0])
@@ -612,7 +631,7 @@ class StochasticSession:
         if fresh:
             overshoot(start_bound, total.elbo_trace, self.learning_rate)
         self.estimates = self._estimates()
-        self.data = self.batch = self.eval_batch = None  # the next run brings its own (and x's file closes)
+        self.data = self.batch = self.eval_batch = self.record_rows = None  # the next run brings its own (and x's file closes)
         self.memo = self.step_from = None
         self.store_state = store.get_state()
         self.rng = get_rng_state()
