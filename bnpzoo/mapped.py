@@ -107,11 +107,20 @@ def _few_rows(index) -> bool:
 
 
 def take(x: torch.Tensor, index) -> torch.Tensor:
-    """x[index]; for a mapped x read from the file (random rows) or through the map, pages handed back."""
+    """x[index]; for a mapped x read from the file (random rows) or through the map in ascending
+    blocks of ``READ_ROWS`` rows, each block's pages handed back after it (200,000 random rows of
+    6,000,000 taken at once mapped the whole 1.5 GB file before the pages went back)."""
     if hasattr(x, "_file") and _few_rows(index):
         return FileRows(x)[index]
-    out = x[index]
-    release(x)
+    if not (hasattr(x, "_mapped") and isinstance(index, torch.Tensor) and index.ndim == 1):
+        out = x[index]
+        release(x)
+        return out
+    out = x.new_empty((len(index), *x.shape[1:]))
+    for block in torch.argsort(index).split(READ_ROWS):
+        rows = index[block]
+        out[block] = x[rows]
+        release(x, slice(int(rows.min()), int(rows.max()) + 1))
     return out
 
 

@@ -40,6 +40,21 @@ def test_rows_read_from_the_file_equal_the_rows_of_the_map(mapped_blobs):
     assert torch.equal(take(x, index), FileRows(x)[index])
 
 
+def test_many_rows_are_taken_through_the_map_block_by_block(mapped_blobs, monkeypatch):
+    """More rows than ``READ_ROWS`` (here 300 of them): read through the map in ascending blocks,
+    each block's pages handed back; the rows, repeats and order as indexing gives them."""
+    import bnpzoo.mapped as mapped
+    from bnpzoo._validation import check_array
+
+    array, mapped_array = mapped_blobs
+    monkeypatch.setattr(mapped, "READ_ROWS", 300)
+    x, released = check_array(mapped_array), []
+    monkeypatch.setattr(mapped, "release", lambda x, rows=None: released.append(rows))
+    index = torch.randint(0, 4000, (1000,), generator=torch.Generator().manual_seed(0))
+    assert torch.equal(take(x, index), torch.from_numpy(array[index.numpy()]))
+    assert len(released) == 4 and all(rows is not None for rows in released)
+
+
 def _resident_bytes(path) -> int:
     """Resident bytes of the mappings of ``path`` in this process (/proc/self/smaps)."""
     total, inside = 0, False
