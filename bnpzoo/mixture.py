@@ -117,7 +117,7 @@ SHARED_PARAMETERS = """
         same at every N.
     prune_threshold : clusters whose stick falls below it are dropped ([PYPM-sVMM] V.D).
     batch_size : minibatch size of the SVI learners (None: on the conjugate factors, min(N, max(1,000,
-        N / 20)), the batches of their memoized record (``inference.stick_mixture.memo``); else full
+        min(10,000, N / 20))), the batches of their memoized record (``inference.stick_mixture.memo``); else full
         batch for vi, min(N, 1000) for the papers' learners); for vmm, the rows of each memoized
         batch, after which q is re-estimated from every batch's statistics (None: 50,000; N or
         more: batch vmm).
