@@ -154,3 +154,23 @@ def test_steps_that_leave_the_factors_domain_are_replaced_by_convex_ones():
         est = DPGMM(inference="sga", learning_rate=3.0, random_state=0).fit(x)
     assert np.isfinite(est.covariances_).all() and np.isfinite(est.elbo_trace_).all()
     assert (np.linalg.eigvalsh(est.covariances_) > 0).all()
+
+
+def test_a_record_follows_its_clusters_reordered_and_pruned():
+    """``Memo.select``: the record of clusters 0, 1, 2 after keeping 2 then 0 holds their columns in
+    that order, rows of the dropped cluster in none, and only the pairs of kept clusters."""
+    gen = torch.Generator().manual_seed(2)
+    resp = torch.softmax(3 * torch.randn(90, 3, generator=gen, dtype=torch.float64), 1)
+    memo = Memo(90, 30, torch.device("cpu"))
+    for _ in range(3):
+        rows = memo.draw()
+        memo.record({"count": resp[rows].sum(0)}, resp[rows], torch.zeros(len(rows)))
+    before = memo.assignments()
+    memo.select(torch.tensor([2, 0]), 3)
+    after, keep = memo.assignments(), torch.tensor([2, 0])
+    torch.testing.assert_close(after.stats["count"], before.stats["count"][keep])
+    torch.testing.assert_close(after.overlap, before.overlap[keep][:, keep])
+    torch.testing.assert_close(after.entropy, before.entropy[keep])
+    assert torch.equal(after.labels, torch.tensor([1, -1, 0])[before.labels])
+    assert after.pairs.tolist() == [[1, 0]]
+    torch.testing.assert_close(after.pair_entropy, before.pair_entropy[1:2])

@@ -53,6 +53,25 @@ class Memo:
         self.parts, self.pairs = {}, pairs
         self.queue = []  # a new pass: the record completes after ``window`` steps, not up to twice as many
 
+    def select(self, keep: torch.Tensor, k: int) -> None:
+        """Of the ``k`` clusters, those in ``keep`` in that order (the session's reordering and
+        pruning): each batch's columns follow, a dropped cluster's rows are in none (label -1), the
+        pairs of kept clusters stay. Reset instead, the record of 300 clusters, reordered at nearly
+        every evaluation, did not complete in 500 steps."""
+        position = torch.full((k + 1,), -1, dtype=torch.long, device=keep.device)  # -1 indexes the last, -1
+        position[keep] = torch.arange(keep.numel(), device=keep.device)
+        both = None
+        if self.pairs is not None:
+            pairs = position[self.pairs]
+            both = (pairs >= 0).all(1)
+            self.pairs = pairs[both]
+        for part in self.parts.values():
+            part["stats"] = {name: value[keep] for name, value in part["stats"].items()}
+            part["entropy"], part["overlap"] = part["entropy"][keep], part["overlap"][keep][:, keep]
+            part["labels"] = position[part["labels"]]
+            if both is not None:
+                part["pair_entropy"] = part["pair_entropy"][both]
+
     def draw(self) -> torch.Tensor:
         """The next batch's row indices; the batches in a new random order every pass."""
         if not self.queue:
@@ -90,6 +109,10 @@ class Memo:
     def scale(self) -> float:
         """The rows each recorded row stands for."""
         return self.n / sum(self.batches[b].numel() for b in self.parts)
+
+    def counts(self) -> torch.Tensor:
+        """The recorded batches' soft counts of each cluster, scaled to N (a record not yet complete too)."""
+        return self.scale * sum(part["stats"]["count"] for part in self.parts.values())
 
     def rows(self) -> torch.Tensor:
         """The recorded rows' indices, ascending (every row's, 0 to N - 1, where the record holds every
