@@ -231,14 +231,18 @@ class StickMixture(MixtureEstimator):
         init_means, labels, self.scale_, prior_mean, _ = self._start(x, self._start_sample(x, KMEANS_SAMPLE),
                                                                      label_all=True)
         prior = self._component_prior(x, prior_mean, self._fitted("scale_"))
-        fit = fit_vmm(x, labels, init_means.shape[0], family=family, prior=prior,
-                      hard=self._hard_assignments(), pruning_precision=self._pruning_precision(),
-                      max_iter=self._iterations(), tol=self.tol, prune_threshold=self.prune_threshold,
-                      split_moves=self.split_moves is not False, merge_moves=family.capabilities.moves,
-                      batch_size=self.batch_size or VMM_BATCH, verbose=self.verbose,
-                      clock_start=start, **self._stick_prior())
+        fit = fit_vmm(x, labels, init_means.shape[0], family=family, prior=prior, **self._vmm_settings(family),
+                      batch_size=self.batch_size or VMM_BATCH, verbose=self.verbose, clock_start=start)
         return FitOutcome(fit.point, fit.sticks, None, fit.objective_trace, fit.seconds, fit.n_iter, fit.converged,
                           fit.phase_starts)
+
+    def _vmm_settings(self, family) -> dict:
+        """vmm's settings (``vmm.VMMSettings``) from this estimator's arguments, for its fit and for
+        the stochastic learners' start (``_sample_fit``)."""
+        return dict(hard=self._hard_assignments(), pruning_precision=self._pruning_precision(),
+                    max_iter=self._iterations(), tol=self.tol, prune_threshold=self.prune_threshold,
+                    split_moves=self.split_moves is not False, merge_moves=family.capabilities.moves,
+                    **self._stick_prior())
 
     def _fit_stochastic(self, x, start, max_iter=None, stream=False) -> FitOutcome:
         """An SVI learner's fit (or, with ``stream``, one batch of a stream, resuming the session)."""
@@ -515,10 +519,7 @@ class StickMixture(MixtureEstimator):
     def _sample_fit(self, sample, labels, k: int, prior) -> dict:
         """The statistics of vmm's fit of ``sample`` from ``labels``, its clusters only."""
         family = self._family()
-        fit = fit_vmm(sample, labels, k, family=family, prior=prior, hard=self._hard_assignments(),
-                      pruning_precision=self._pruning_precision(), max_iter=self._iterations(), tol=self.tol,
-                      prune_threshold=self.prune_threshold, split_moves=self.split_moves is not False,
-                      merge_moves=family.capabilities.moves, **self._stick_prior())
+        fit = fit_vmm(sample, labels, k, family=family, prior=prior, **self._vmm_settings(family))
         scored = torch.zeros(sample.shape[0], dtype=torch.long, device=sample.device)  # labels the value would score
         return expectation(sample, family, prior, (fit.q, fit.point, fit.sticks), self._hard_assignments(),
                            scored)[1].stats

@@ -251,7 +251,7 @@ def test_birth_candidates_take_each_clusters_members_in_row_order():
     assignments = SimpleNamespace(labels=labels, counts=torch.bincount(labels, minlength=3).double(), scale=1.0)
     divided = 0
     for divisions in birth_candidates(x, assignments, gaussian_family("fixed"), _prior(x, 1.0), seed=0):
-        for cluster, moved, _ in divisions:
+        for cluster, moved, *_ in divisions:
             for rows in moved:
                 assert bool((labels[rows] == cluster).all()) and bool((rows.diff() > 0).all())
                 divided += 1

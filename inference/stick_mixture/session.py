@@ -380,8 +380,14 @@ class StochasticSession:
         memo = self.memo
         if not memo.complete:
             return True
-        assignments, rows = memo.assignments(), memo.rows()
-        self.record_rows = self.data if rows.numel() == self.data.shape[0] else self.data[rows]
+        assignments, recorded = memo.assignments(), []
+
+        def record_rows():  # the recorded rows (gathered once a division needs them: 200,000 of a file)
+            if not recorded:
+                rows = memo.rows()
+                recorded.append(self.data if rows.numel() == self.data.shape[0] else self.data[rows])
+            return recorded[0]
+
         terms = MemoizedTerms(self.family, self.component_prior, self.sticks_prior, self.n_clusters)
         value, noise = memoized_bound(terms, assignments), memo.noise()
         (previous, before), self.record_bound = self.record_bound or (None, 0.0), (value, noise)
@@ -397,7 +403,7 @@ class StochasticSession:
         settled = change <= SETTLED
         untried = ~self.tried[:, int(settled)]
         if moved is None and bool(untried.any()) and not self.pruning_steps:  # none in vmm's pruning phase
-            moved = propose_births(self.record_rows, assignments, terms, seed=self.evaluations,
+            moved = propose_births(record_rows(), assignments, terms, seed=self.evaluations,
                                    responsibilities=None if self.hard else self._responsibilities(),
                                    clusters=untried.nonzero()[:, 0].tolist())
             self.tried[:, :1 + int(settled)] |= untried[:, None]
@@ -408,7 +414,7 @@ class StochasticSession:
             moved = propose_merges(assignments, terms, value=None, tries=REFINED_MOVES,
                                    refine=lambda merged: self._refine(merged, assignments, baseline))
             if moved is None and bool(untried.any()):
-                moved = self._refined_birth(assignments, terms, baseline, untried)
+                moved = self._refined_birth(record_rows(), assignments, terms, baseline, untried)
         if moved is None:
             memo.reset(assignments.merge_candidates())
             return self._settled(assignments, change)
@@ -472,7 +478,7 @@ class StochasticSession:
         factor, (c1, c0) = guides.natural_factors()
         return lambda rows: responsibilities(rows, self.family, factor, self.component_prior, c1, c0)
 
-    def _refined_birth(self, assignments, terms, baseline: list, clusters: torch.Tensor):
+    def _refined_birth(self, x, assignments, terms, baseline: list, clusters: torch.Tensor):
         """Births judged once rows may move: each cluster's halves, by 2-means
         (``vmm.birth_candidates``) and across each of its ``SPLIT_AXES`` principal axes (in units of
         its own spread), the ``REFINED_MOVES`` best by their memoized gain refined (``_refine``);
@@ -486,17 +492,15 @@ class StochasticSession:
         if k >= self.n_clusters:
             return None
         shares, divisions = self._responsibilities(), []
-        for candidates in birth_candidates(self.record_rows, assignments, family, prior, self.evaluations, shares,
+        for candidates in birth_candidates(x, assignments, family, prior, self.evaluations, shares,
                                            clusters=clusters.nonzero()[:, 0].tolist()):
-            cluster, _, pieces = next(candidates, (None, None, None))
-            if cluster is None:
+            division = next(candidates, None)
+            if division is None:
                 continue
-            members = (assignments.labels == cluster).nonzero()[:, 0]
-            rows = self.record_rows[members]
+            cluster, _, pieces, rows, share = division  # the member rows and their responsibilities, once
             units = next(family.split_views(rows - rows.mean(0), prior))
             axes = torch.linalg.svd(units[:BIRTH_SAMPLE], full_matrices=False)[2][:SPLIT_AXES]
             divisions.append((cluster, pieces))
-            share = shares(rows)  # once for the cluster's divisions
             for side in (units @ axes.T > 0).long().T:
                 if 2 <= int(side.sum()) <= side.numel() - 2:
                     divisions.append((cluster, division_statistics(rows, side, cluster, assignments, family, prior,
@@ -637,7 +641,7 @@ class StochasticSession:
         if fresh:
             overshoot(start_bound, total.elbo_trace, self.learning_rate)
         self.estimates = self._estimates()
-        self.data = self.batch = self.eval_batch = self.record_rows = None  # the next run brings its own (and x's file closes)
+        self.data = self.batch = self.eval_batch = None  # the next run brings its own (and x's file closes)
         self.memo = self.step_from = None
         self.store_state = store.get_state()
         self.rng = get_rng_state()

@@ -92,6 +92,7 @@ scale on iris: 3 clusters to 9, NMI 0.67 to 0.48).
 
 import time
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import torch
 
@@ -393,13 +394,25 @@ def division_statistics(rows, piece, cluster: int, assignments, family, prior, r
             for name, value in assignments.stats.items()}
 
 
+class Division(NamedTuple):
+    """A cluster divided (``birth_candidates``): the rows of each piece but the first, the pieces'
+    statistics, and the cluster's member rows and their responsibilities (None: hard assignments),
+    which a caller dividing the cluster otherwise too need not compute again."""
+
+    cluster: int
+    moved: list
+    stats: dict
+    rows: torch.Tensor
+    shares: torch.Tensor | None
+
+
 def birth_candidates(x, assignments, family, prior, seed: int, responsibilities=None, clusters=None):
     """For each cluster of at least 4 members, a generator of its divisions by k-means (on at most
     ``BIRTH_SAMPLE`` of its rows, every row then to the nearest centre), in the coordinates of its
     own spread (each of ``family.split_views`` in turn), into each number of ``family.birth_pieces``
-    in turn that it has 2 members a piece for: (cluster, the rows of each piece but the first, the pieces'
-    statistics), from the cluster's own rows alone (a generator: the caller stops at the first
-    division that pays, and larger ones are never computed). With soft
+    in turn that it has 2 members a piece for (``Division``), from the cluster's own rows alone (a
+    generator: the caller stops at the first division that pays, and larger ones are never
+    computed). With soft
     assignments the members are the rows the cluster is most responsible for,
     ``responsibilities(rows)`` (M, K) gives their responsibilities, every piece but the first takes
     its rows' share of the cluster, and the first the rest of the cluster's statistics (rows
@@ -429,7 +442,7 @@ def birth_candidates(x, assignments, family, prior, seed: int, responsibilities=
                 if size < 2:
                     continue
                 stats = division_statistics(rows, piece, cluster, assignments, family, prior, shared)
-                yield cluster, [members[piece == j] for j in range(1, size)], stats
+                yield Division(cluster, [members[piece == j] for j in range(1, size)], stats, rows, shares)
 
     for cluster in range(k) if clusters is None else clusters:
         members = order[bounds[cluster]:bounds[cluster + 1]]
@@ -469,7 +482,7 @@ def propose_births(x, assignments, terms: MemoizedTerms, seed: int, responsibili
     chosen, best, added = [], objective([]), 0
     smallest = []  # for each cluster, (the objective with its smallest division that raises it alone, the division)
     for divisions in birth_candidates(x, assignments, terms.family, terms.prior, seed, responsibilities, clusters):
-        for cluster, moved, pieces in divisions:  # in order of size, up to the first that pays
+        for cluster, moved, pieces, *_ in divisions:  # in order of size, up to the first that pays
             if k + len(moved) > ceiling:
                 break
             gain = float(terms.cluster(pieces, torch.zeros_like(pieces["count"])).sum() - current[cluster])
