@@ -174,3 +174,23 @@ def test_a_record_follows_its_clusters_reordered_and_pruned():
     assert torch.equal(after.labels, torch.tensor([1, -1, 0])[before.labels])
     assert after.pairs.tolist() == [[1, 0]]
     torch.testing.assert_close(after.pair_entropy, before.pair_entropy[1:2])
+
+
+def test_a_young_record_counts_at_least_what_the_last_record_counted():
+    """Until a new record completes, ``Memo.counts`` is at least the counts it was reset with (the
+    session prunes by them: a record of one batch holds none of a small cluster's rows), following
+    the clusters' reordering; a complete record counts its own batches only."""
+    resp = torch.tensor([[1.0, 0.0, 0.0]] * 30 + [[0.0, 1.0, 0.0]] * 60, dtype=torch.float64)
+    memo = Memo(90, 30, torch.device("cpu"))
+    assert memo.counts() is None
+    memo.reset(counts=torch.tensor([30.0, 57.0, 3.0], dtype=torch.float64))
+    rows = memo.draw()
+    memo.record({"count": resp[rows].sum(0)}, resp[rows], torch.zeros(len(rows)))
+    young = memo.counts()
+    assert young[2] == 3.0 and (young >= torch.tensor([30.0, 57.0, 3.0], dtype=torch.float64)).all()
+    memo.select(torch.tensor([2, 0]), 3)
+    assert memo.counts()[0] == 3.0
+    for _ in range(2):
+        rows = memo.draw()
+        memo.record({"count": resp[rows].sum(0)[[2, 0]]}, resp[rows][:, [2, 0]], torch.zeros(len(rows)))
+    assert memo.complete and memo.counts().tolist() == [0.0, 30.0]

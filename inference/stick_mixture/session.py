@@ -346,9 +346,9 @@ class StochasticSession:
         evaluation, its parent divided again, and the fit never converged."""
         if self.eval_counts.numel() != self.model_kwargs["truncation"]:
             return
-        counts = self.eval_counts
-        if self.memo is not None and self.memo.parts:
-            counts = torch.maximum(counts, self.memo.counts().to(counts))
+        counts, recorded = self.eval_counts, None if self.memo is None else self.memo.counts()
+        if recorded is not None:
+            counts = torch.maximum(counts, recorded.to(counts))
         keep = reorder_and_prune(counts, self.sticks_prior["alpha"], self.prune_threshold,
                                  self.sticks_prior["discount"])
         if keep.numel() < 2:  # the model's stick plate needs K >= 2
@@ -416,11 +416,11 @@ class StochasticSession:
             if moved is None and bool(untried.any()):
                 moved = self._refined_birth(record_rows(), assignments, terms, baseline, untried)
         if moved is None:
-            memo.reset(assignments.merge_candidates())
+            memo.reset(assignments.merge_candidates(), assignments.counts)
             return self._settled(assignments, change)
         self.record_bound, self.at_optimum = None, False
         self._set_factors(moved.stats, moved.origin)
-        memo.reset(moved.merge_candidates())
+        memo.reset(moved.merge_candidates(), moved.counts)
         return True
 
     def _settled(self, assignments, change: float) -> bool | str:
