@@ -350,3 +350,27 @@ def test_births_are_proposed_again_only_once_the_clusters_holding_rows_change(mo
     assert rounds
     for (live, kept_none), (next_live, _) in zip(rounds, rounds[1:]):
         assert not kept_none or next_live != live
+
+
+def test_a_division_whose_rest_is_no_statistic_of_rows_is_not_proposed():
+    """``division_statistics`` with soft shares: the first piece is the record's statistics of the
+    cluster less the other pieces' present shares. Where the record holds less of the cluster than
+    its members' shares now do (a stochastic learner's record is of past visits), the rest is no
+    statistic of rows (a negative count of ones): None, not an improper factor."""
+    from types import SimpleNamespace
+
+    from bnpzoo.families import BetaBernoulliFamily
+    from bnpzoo.inference.stick_mixture.vmm import division_statistics
+
+    family, rows = BetaBernoulliFamily(), torch.tensor([[1.0, 0.0]] * 4 + [[0.0, 1.0]] * 4, dtype=torch.float64)
+    prior = ComponentPrior(mean=torch.full((2,), 0.5, dtype=torch.float64), mean_precision=1.0,
+                           covariance=torch.eye(2, dtype=torch.float64), dof=2.0)
+    piece, shares = torch.tensor([0] * 4 + [1] * 4), lambda _: torch.ones(8, 1, dtype=torch.float64)
+    for recorded, proposed in ((1.0, True), (0.2, False)):  # the record holds all, or a fifth, of the members' share
+        stats = family.statistics(rows, recorded * torch.ones(8, 1, dtype=torch.float64), prior)
+        assignments = SimpleNamespace(stats=stats, scale=1.0)
+        divided = division_statistics(rows, piece, 0, assignments, family, prior, shares)
+        assert (divided is not None) == proposed
+        if proposed:
+            assert bool(family.valid(family.natural(divided, prior)).all())
+            torch.testing.assert_close(divided["count"], torch.tensor([4.0, 4.0], dtype=torch.float64))

@@ -503,8 +503,8 @@ class StochasticSession:
             divisions.append((cluster, pieces))
             for side in (units @ axes.T > 0).long().T:
                 if 2 <= int(side.sum()) <= side.numel() - 2:
-                    divisions.append((cluster, division_statistics(rows, side, cluster, assignments, family, prior,
-                                                                   lambda _: share)))
+                    pieces = division_statistics(rows, side, cluster, assignments, family, prior, lambda _: share)
+                    divisions += [] if pieces is None else [(cluster, pieces)]
         scored = []
         for cluster, pieces in divisions:
             kept = counts.clone()

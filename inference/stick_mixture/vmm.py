@@ -382,16 +382,21 @@ HOLDS_ROWS = 0.5  # a cluster whose responsibilities sum to less holds no row (b
 REFINE = 10  # iterations a merge proposal may take to pass the objective it would replace
 
 
-def division_statistics(rows, piece, cluster: int, assignments, family, prior, responsibilities=None) -> dict:
+def division_statistics(rows, piece, cluster: int, assignments, family, prior, responsibilities=None) -> dict | None:
     """The statistics of a cluster's pieces, (P, ...): its member ``rows`` divided by ``piece`` (0 to
-    P - 1; ``birth_candidates`` says how soft assignments share them)."""
+    P - 1; ``birth_candidates`` says how soft assignments share them). None where the first piece's
+    rest is no statistic of rows (a factor outside the family's domain): a stochastic learner's
+    record holds the responsibilities of its visit, the shares are today's, and where the members'
+    shares grew since, the rest went negative (binarised digits, DPBMM natgrad-svi: a Beta of
+    concentration -0.4)."""
     size, scale = int(piece.max()) + 1, assignments.scale
     if responsibilities is None:
         return {name: scale * value for name, value in family.label_statistics(rows, piece, size, prior).items()}
     share = responsibilities(rows)[:, cluster, None] * torch.nn.functional.one_hot(piece, size)[:, 1:]
     rest = family.statistics(rows, share.to(rows.dtype), prior)
-    return {name: torch.cat([(value[cluster] - scale * rest[name].sum(0))[None], scale * rest[name]])
-            for name, value in assignments.stats.items()}
+    stats = {name: torch.cat([(value[cluster] - scale * rest[name].sum(0))[None], scale * rest[name]])
+             for name, value in assignments.stats.items()}
+    return stats if bool(family.valid(family.natural(stats, prior)).all()) else None
 
 
 class Division(NamedTuple):
@@ -442,6 +447,8 @@ def birth_candidates(x, assignments, family, prior, seed: int, responsibilities=
                 if size < 2:
                     continue
                 stats = division_statistics(rows, piece, cluster, assignments, family, prior, shared)
+                if stats is None:
+                    continue
                 yield Division(cluster, [members[piece == j] for j in range(1, size)], stats, rows, shares)
 
     for cluster in range(k) if clusters is None else clusters:
