@@ -28,17 +28,31 @@ def kmeans_plus_plus(x: torch.Tensor, k: int, generator: torch.Generator) -> tor
     return torch.cat(centres)
 
 
+# Lloyd stops once at most this fraction of the rows changed centre: on 20,000 rows of 300 classes
+# (``benchmarks/bench_many_classes.py``) against 1,000 centres the last 8 of 24 iterations moved
+# under 0.1 % of the rows and lowered the inertia by 0.03 %
+MOVED = 1e-3
+
+
+def nearest(x: torch.Tensor, centres: torch.Tensor) -> torch.Tensor:
+    """Each row's nearest centre: argmin_k |mu_k|^2 - 2 x . mu_k (|x|^2 is the same for every k), one
+    fused product (half the time of ``squared_distances`` on 20,000 x 256 against 1,000 centres)."""
+    return torch.addmm((centres * centres).sum(1), x, centres.T, alpha=-2).argmin(1)
+
+
 def lloyd(x: torch.Tensor, centres: torch.Tensor, max_iter: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Lloyd iterations; an emptied centre stays where it was. Returns (centres, labels, inertia)."""
-    labels = squared_distances(x, centres).argmin(1)
+    """Lloyd iterations, until at most a fraction ``MOVED`` of the rows change centre; an emptied
+    centre stays where it was. Returns (centres, labels, inertia)."""
+    labels = nearest(x, centres)
     for _ in range(max_iter):
         counts = torch.bincount(labels, minlength=centres.shape[0]).to(x.dtype)
         sums = torch.zeros_like(centres).index_add_(0, labels, x)
         centres = torch.where(counts[:, None] > 0, sums / counts.clamp_min(1)[:, None], centres)
-        new = squared_distances(x, centres).argmin(1)
-        if torch.equal(new, labels):
-            break
+        new = nearest(x, centres)
+        moved = int((new != labels).sum())
         labels = new
+        if moved <= MOVED * x.shape[0]:
+            break
     inertia = squared_distances(x, centres).gather(1, labels[:, None]).sum()
     return centres, labels, inertia
 
