@@ -401,11 +401,11 @@ class StochasticSession:
         # tried on a settled record (``tried``: the columns; a move's clusters have origin -1 and are
         # untried again, ``_set_factors``)
         settled = change <= SETTLED
-        untried = ~self.tried[:, int(settled)]
+        untried, seen = ~self.tried[:, int(settled)], {}  # seen: each cluster's first division, for both births
         if moved is None and bool(untried.any()) and not self.pruning_steps:  # none in vmm's pruning phase
             moved = propose_births(record_rows(), assignments, terms, seed=self.evaluations,
                                    responsibilities=None if self.hard else self._responsibilities(),
-                                   clusters=untried.nonzero()[:, 0].tolist())
+                                   clusters=untried.nonzero()[:, 0].tolist(), seen=None if self.hard else seen)
             self.tried[:, :1 + int(settled)] |= untried[:, None]
         # once the record settles (vmm tries its refined merges once converged, too): pieces of one
         # cluster gain only once their rows move, and so may a division that almost pays
@@ -414,7 +414,7 @@ class StochasticSession:
             moved = propose_merges(assignments, terms, value=None, tries=REFINED_MOVES,
                                    refine=lambda merged: self._refine(merged, assignments, baseline))
             if moved is None and bool(untried.any()):
-                moved = self._refined_birth(record_rows(), assignments, terms, baseline, untried)
+                moved = self._refined_birth(record_rows(), assignments, terms, baseline, untried, seen)
         if moved is None:
             memo.reset(assignments.merge_candidates(), assignments.counts)
             return self._settled(assignments, change)
@@ -478,7 +478,7 @@ class StochasticSession:
         factor, (c1, c0) = guides.natural_factors()
         return lambda rows: responsibilities(rows, self.family, factor, self.component_prior, c1, c0)
 
-    def _refined_birth(self, x, assignments, terms, baseline: list, clusters: torch.Tensor):
+    def _refined_birth(self, x, assignments, terms, baseline: list, clusters: torch.Tensor, seen: dict):
         """Births judged once rows may move: each cluster's halves, by 2-means
         (``vmm.birth_candidates``) and across each of its ``SPLIT_AXES`` principal axes (in units of
         its own spread), the ``REFINED_MOVES`` best by their memoized gain refined (``_refine``);
@@ -486,25 +486,26 @@ class StochasticSession:
         covariance each) the record's two clusters held Adelie and Chinstrap in one, which 2-means
         halved by size (the sexes): refined, -1,386.3 against the two clusters' -1,374.1; halved by
         species at fixed responsibilities the halves gained 131.7 nats of fit against 133.8 of
-        weights, and three clusters bound the data better than two."""
+        weights, and three clusters bound the data better than two. ``seen``: the clusters' first
+        divisions that the memoized births of this record made (``vmm.birth_candidates``), the others
+        made here."""
         counts, family, prior = assignments.counts, self.family, self.component_prior
         k, current = counts.numel(), terms.cluster(assignments.stats, torch.zeros_like(counts))
         if k >= self.n_clusters:
             return None
-        shares, divisions = self._responsibilities(), []
-        for candidates in birth_candidates(x, assignments, family, prior, self.evaluations, shares,
-                                           clusters=clusters.nonzero()[:, 0].tolist()):
-            division = next(candidates, None)
-            if division is None:
-                continue
+        shares, divisions, wanted = self._responsibilities(), [], clusters.nonzero()[:, 0].tolist()
+        for candidates in birth_candidates(x, assignments, family, prior, self.evaluations, shares, seen=seen,
+                                           clusters=[cluster for cluster in wanted if cluster not in seen]):
+            next(candidates, None)
+        for division in filter(None, map(seen.get, wanted)):
             cluster, _, pieces, rows, share = division  # the member rows and their responsibilities, once
             units = next(family.split_views(rows - rows.mean(0), prior))
             axes = torch.linalg.svd(units[:BIRTH_SAMPLE], full_matrices=False)[2][:SPLIT_AXES]
             divisions.append((cluster, pieces))
             for side in (units @ axes.T > 0).long().T:
                 if 2 <= int(side.sum()) <= side.numel() - 2:
-                    pieces = division_statistics(rows, side, cluster, assignments, family, prior, lambda _: share)
-                    divisions += [] if pieces is None else [(cluster, pieces)]
+                    halves = division_statistics(rows, side, cluster, assignments, family, prior, lambda _: share)
+                    divisions += [] if halves is None else [(cluster, halves)]
         scored = []
         for cluster, pieces in divisions:
             kept = counts.clone()

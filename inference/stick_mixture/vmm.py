@@ -411,7 +411,7 @@ class Division(NamedTuple):
     shares: torch.Tensor | None
 
 
-def birth_candidates(x, assignments, family, prior, seed: int, responsibilities=None, clusters=None):
+def birth_candidates(x, assignments, family, prior, seed: int, responsibilities=None, clusters=None, seen=None):
     """For each cluster of at least 4 members, a generator of its divisions by k-means (on at most
     ``BIRTH_SAMPLE`` of its rows, every row then to the nearest centre), in the coordinates of its
     own spread (each of ``family.split_views`` in turn), into each number of ``family.birth_pieces``
@@ -422,7 +422,8 @@ def birth_candidates(x, assignments, family, prior, seed: int, responsibilities=
     ``responsibilities(rows)`` (M, K) gives their responsibilities, every piece but the first takes
     its rows' share of the cluster, and the first the rest of the cluster's statistics (rows
     elsewhere included): the responsibilities themselves do not change, only which piece holds them.
-    ``clusters``: the clusters to divide (default: all)."""
+    ``clusters``: the clusters to divide (default: all); ``seen``: a dict that keeps each cluster's
+    first division (a caller judging the same record again need not divide it again)."""
     labels, k = assignments.labels, assignments.counts.numel()
     order = torch.argsort(labels, stable=True)  # each cluster's members side by side (-1, in no cluster, first)
     bounds = torch.searchsorted(labels[order], torch.arange(k + 1, device=labels.device)).tolist()
@@ -449,7 +450,10 @@ def birth_candidates(x, assignments, family, prior, seed: int, responsibilities=
                 stats = division_statistics(rows, piece, cluster, assignments, family, prior, shared)
                 if stats is None:
                     continue
-                yield Division(cluster, [members[piece == j] for j in range(1, size)], stats, rows, shares)
+                division = Division(cluster, [members[piece == j] for j in range(1, size)], stats, rows, shares)
+                if seen is not None:
+                    seen.setdefault(cluster, division)
+                yield division
 
     for cluster in range(k) if clusters is None else clusters:
         members = order[bounds[cluster]:bounds[cluster + 1]]
@@ -457,7 +461,8 @@ def birth_candidates(x, assignments, family, prior, seed: int, responsibilities=
             yield divisions(cluster, members)
 
 
-def propose_births(x, assignments, terms: MemoizedTerms, seed: int, responsibilities=None, clusters=None):
+def propose_births(x, assignments, terms: MemoizedTerms, seed: int, responsibilities=None, clusters=None,
+                   seen=None):
     """Split moves scored on the memoized bound (Hughes and Sudderth's births in a simple form): a
     cluster divided into pieces (``birth_candidates``: halves, and for the spherical family quarters
     and eighths; ``responsibilities`` with soft assignments) changes the objective at fixed
@@ -474,7 +479,8 @@ def propose_births(x, assignments, terms: MemoizedTerms, seed: int, responsibili
     cluster where halves would do (offered 4 and 8 pieces, the fixed and full families ended at 52
     to 55 clusters for 50). Returns the new assignments, or None when no division raises the
     objective. The next iteration's objective is this memoized one (it maximises q and the sticks
-    for these assignments), so the trace stays monotone."""
+    for these assignments), so the trace stays monotone. ``seen`` keeps each cluster's first division
+    (``birth_candidates``)."""
     counts, ceiling = assignments.counts, terms.n_clusters
     k = counts.numel()
     current = terms.cluster(assignments.stats, torch.zeros_like(counts))
@@ -488,7 +494,8 @@ def propose_births(x, assignments, terms: MemoizedTerms, seed: int, responsibili
 
     chosen, best, added = [], objective([]), 0
     smallest = []  # for each cluster, (the objective with its smallest division that raises it alone, the division)
-    for divisions in birth_candidates(x, assignments, terms.family, terms.prior, seed, responsibilities, clusters):
+    for divisions in birth_candidates(x, assignments, terms.family, terms.prior, seed, responsibilities, clusters,
+                                      seen):
         for cluster, moved, pieces, *_ in divisions:  # in order of size, up to the first that pays
             if k + len(moved) > ceiling:
                 break
