@@ -38,7 +38,7 @@ class LearnedCovariance:
         (``benchmarks/reports/shapes.md``)."""
         if self.covariance is not None:
             return self.covariance
-        stochastic_data_parallel = self.data_parallel and self.inference != "vmm"
+        stochastic_data_parallel = self.data_parallel and self._learner().svi
         if self._rho() != 2.0 or self._given_scale() is not None or stochastic_data_parallel:
             return "fixed"
         if n_samples is not None and n_samples < 5 * n_features * (n_features + 1) / 2:
