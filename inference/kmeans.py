@@ -3,7 +3,6 @@
 import torch
 
 from bnpzoo.mapped import passes
-from bnpzoo.ops import squared_distances
 
 
 def kmeans_plus_plus(x: torch.Tensor, k: int, generator: torch.Generator) -> torch.Tensor:
@@ -53,7 +52,7 @@ def lloyd(x: torch.Tensor, centres: torch.Tensor, max_iter: int) -> tuple[torch.
         labels = new
         if moved <= MOVED * x.shape[0]:
             break
-    inertia = squared_distances(x, centres).gather(1, labels[:, None]).sum()
+    inertia = (x - centres[labels]).pow(2).sum()  # each row to its own centre: no N x K table
     return centres, labels, inertia
 
 
@@ -76,5 +75,5 @@ def nearest_centres(x: torch.Tensor, centres: torch.Tensor, scale=1.0) -> torch.
     of rows (no N x K table, no scaled copy of x)."""
     labels = torch.empty(x.shape[0], dtype=torch.long, device=x.device)
     for rows in passes(x, centres.shape[0]):
-        labels[rows] = squared_distances(x[rows] / scale, centres).argmin(1)
+        labels[rows] = nearest(x[rows] / scale, centres)
     return labels

@@ -11,6 +11,7 @@ from bnpzoo import DPGMM, PYPGGM
 from bnpzoo.families import ComponentPrior, NormalWishartFamily
 from bnpzoo.inference.conjugate import responsibilities
 from bnpzoo.inference.stick_mixture.memo import Memo
+from bnpzoo.inference.stick_mixture.vmm import Assignments
 from bnpzoo.inference.stick_mixture.session import LEARNERS
 from bnpzoo.metrics import nmi
 from bnpzoo.mixture import STOCHASTIC
@@ -177,13 +178,13 @@ def test_a_record_follows_its_clusters_reordered_and_pruned():
 
 
 def test_a_young_record_counts_at_least_what_the_last_record_counted():
-    """Until a new record completes, ``Memo.counts`` is at least the counts it was reset with (the
+    """Until a new record completes, ``Memo.counts`` is at least the counts of the record it follows (the
     session prunes by them: a record of one batch holds none of a small cluster's rows), following
     the clusters' reordering; a complete record counts its own batches only."""
     resp = torch.tensor([[1.0, 0.0, 0.0]] * 30 + [[0.0, 1.0, 0.0]] * 60, dtype=torch.float64)
     memo = Memo(90, 30, torch.device("cpu"))
     assert memo.counts() is None
-    memo.reset(counts=torch.tensor([30.0, 57.0, 3.0], dtype=torch.float64))
+    memo.reset(Assignments({"count": torch.tensor([30.0, 57.0, 3.0], dtype=torch.float64)}))
     rows = memo.draw()
     memo.record({"count": resp[rows].sum(0)}, resp[rows], torch.zeros(len(rows)))
     young = memo.counts()

@@ -46,13 +46,13 @@ class Memo:
         self.current = None
         self.reset()
 
-    def reset(self, pairs: torch.Tensor | None = None, counts: torch.Tensor | None = None) -> None:
-        """Start a new record; ``pairs`` (P, 2): the merge candidates whose summed entropies it keeps
-        (None: every pair, where there are at most ``ALL_PAIRS``: a record whose clusters' overlaps
-        nothing has measured yet, as a stream's first batch); ``counts`` (K,): the clusters' counts
-        that the last record (or a move made of it) gave, which ``counts()`` keeps until this record
-        completes."""
-        self.parts, self.pairs, self.known = {}, pairs, counts
+    def reset(self, last: Assignments | None = None) -> None:
+        """Start a new record after ``last``, the last record or a move made of it: its merge candidates
+        are the pairs whose summed entropies this record keeps, and its counts ``counts()`` keeps until
+        this record completes. None: no record before (every pair, where there are at most
+        ``ALL_PAIRS``: clusters whose overlaps nothing has measured yet, as a stream's first batch)."""
+        self.parts = {}
+        self.pairs, self.known = (None, None) if last is None else (last.merge_candidates(), last.counts)
         self.queue = []  # a new pass: the record completes after ``window`` steps, not up to twice as many
 
     def select(self, keep: torch.Tensor, k: int) -> None:

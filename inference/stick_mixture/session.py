@@ -65,6 +65,7 @@ can collapse the clusters into one and climb back to a finite bound, where no di
 fires (``vi`` at learning rate 1e4 on the digits: NMI below 0.3, ``tests/test_reliability.py``).
 """
 
+import functools
 import math
 import warnings
 from dataclasses import dataclass, replace
@@ -380,13 +381,12 @@ class StochasticSession:
         memo = self.memo
         if not memo.complete:
             return True
-        assignments, recorded = memo.assignments(), []
+        assignments = memo.assignments()
 
+        @functools.cache
         def record_rows():  # the recorded rows (gathered once a division needs them: 200,000 of a file)
-            if not recorded:
-                rows = memo.rows()
-                recorded.append(self.data if rows.numel() == self.data.shape[0] else self.data[rows])
-            return recorded[0]
+            rows = memo.rows()
+            return self.data if rows.numel() == self.data.shape[0] else self.data[rows]
 
         terms = MemoizedTerms(self.family, self.component_prior, self.sticks_prior, self.n_clusters)
         value, noise = memoized_bound(terms, assignments), memo.noise()
@@ -416,11 +416,11 @@ class StochasticSession:
             if moved is None and bool(untried.any()):
                 moved = self._refined_birth(record_rows(), assignments, terms, baseline, untried, seen)
         if moved is None:
-            memo.reset(assignments.merge_candidates(), assignments.counts)
+            memo.reset(assignments)
             return self._settled(assignments, change)
         self.record_bound, self.at_optimum = None, False
         self._set_factors(moved.stats, moved.origin)
-        memo.reset(moved.merge_candidates(), moved.counts)
+        memo.reset(moved)
         return True
 
     def _settled(self, assignments, change: float) -> bool | str:
