@@ -12,6 +12,7 @@ model scores the held-out half with ``bnpzoo.metrics.completion_perplexity``):
 - enwiki: gensim's shortened Wikipedia dump (its articles of at least 50 tokens after gensim's
   markup filter, simple_preprocess and stop words), cut into documents of 100 tokens, a group a
   block of 10 articles;
+- head500 (gensim, 50 groups) and trump_tweets (10 groups, by year): as in ``bench_coupled_documents.py``;
 - generated: ``bnpzoo.corpus.generated_topics`` (10 groups, 50 topics over 5,000 words, documents of
   about 100 tokens), 2 M training tokens, and the ``--sizes`` of the scale table; 5,000 documents
   (odd-numbered among the first 10,000) held out.
@@ -43,7 +44,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench_coupled_documents import lee, pang_lee
+from bench_coupled_documents import head500, lee, pang_lee, trump_tweets
 
 REPORT = Path(__file__).parent / "reports" / "coupled_scale.md"
 SWEEPS = 300  # the defaults' warm-up + max_iter
@@ -123,7 +124,8 @@ def generated(n_tokens, held_out=5000):
 
 
 CORPORA = {"lee_background": lee, "pang_lee_polarity": pang_lee, "newsgroups": newsgroups, "fine_foods": fine_foods,
-           "enwiki": enwiki, "generated 2M": functools.partial(generated, 2_000_000)}
+           "enwiki": enwiki, "head500": head500, "trump_tweets": trump_tweets,
+           "generated 2M": functools.partial(generated, 2_000_000)}
 
 
 def _peak_mb():
@@ -162,7 +164,7 @@ def _fit(name, loader, model, sweeps, queue):
     else:
         from bnpzoo import CoupledDP
 
-        options = {} if model == "bnpzoo defaults" else {"label_step": "parallel"}
+        options = {} if model == "bnpzoo defaults" else {"label_step": model.split()[-1]}  # "bnpzoo <label step>"
         warmup = min(100, sweeps // 3)
         est = CoupledDP(max_iter=sweeps - warmup, warmup=warmup, random_state=0, **options).fit(train, groups)
         result = (est.perplexity(test), est.tokens_per_second_, est.n_clusters_, est.compile_seconds_, _peak_mb(), tokens)
@@ -239,11 +241,16 @@ def main():
     parser.add_argument("--sizes", default="1000000,10000000", help="training tokens of the generated scale runs")
     parser.add_argument("--scale-sweeps", type=int, default=60)
     parser.add_argument("--memory", type=int, default=50_000_000, help="tokens of the resident-memory run (0: none)")
+    parser.add_argument("--models", default=None, help="comma-separated: 'bnpzoo defaults', 'bnpzoo <label step>', "
+                        "'tomotopy workers <n>'; default: the defaults, the approximate and parallel steps, tomotopy "
+                        "with 1 worker and with every core")
     parser.add_argument("--torchrun", action=argparse.BooleanOptionalAction, default=True,
                         help="the one-process against two-process runs")
     args = parser.parse_args()
     cores = os.cpu_count()
-    models = ["bnpzoo defaults", "bnpzoo parallel", "tomotopy workers 1", f"tomotopy workers {cores}"]
+    models = args.models.split(",") if args.models else [
+        "bnpzoo defaults", "bnpzoo collapsed", "bnpzoo approximate", "bnpzoo parallel", "tomotopy workers 1",
+        f"tomotopy workers {cores}"]
     load = os.getloadavg()[0]
     lines = [f"# The coupled topic model against tomotopy's HDP, real corpora and scale ({datetime.date.today()}, "
              f"{platform.machine()}, {cores} cores, load average at start {load:.2f})", "",

@@ -89,20 +89,28 @@ class CoupledDP(Estimator):
         lee_background it found 8 topics and a perplexity of 2163 against 1406 with 0.01).
     prior_mean, prior_kappa, prior_shape, prior_rate : the Normal-Gamma base; real vectors only.
     label_step : how words' labels are drawn (``inference.coupled.gibbs``, step 1): "collapsed",
-        token by token with the topics integrated out, one sequential pass; "parallel", with the
-        topics drawn, so that documents (or tokens, at the group level) are swept in parallel on every core
-        (``inference.coupled.parallel``); "uncollapsed", with the topics and every document's
-        proportions drawn, so that every token is drawn at once, in torch on ``device``
-        (``inference.coupled.uncollapsed``); or "blocked", on (group, word) cells: topics drawn, then
-        one multinomial per cell. None (default): "uncollapsed" on a GPU, "parallel" with
-        ``data_parallel``, else "collapsed": on two cores (``benchmarks/reports/coupled_scale.md``, six corpora and
-        generated ones), "parallel" was faster a sweep only from about ten million tokens, and it
-        needed about three times the sweeps for the same held-out perplexity (with the topics
-        drawn, a word's tokens rarely move to an atom that holds none of them); "uncollapsed" mixes
-        slower still a sweep (``benchmarks/reports/gpu.md``). Blocked costs per cell, not per token, and pays
-        where tokens repeat within groups (about 30x faster a sweep on digits-bags, though its log
-        joint decorrelates about 3x slower a sweep: ``benchmarks/reports/speed.md``); it runs no
-        split-merge moves (run on cells, they left that decorrelation as it was).
+        token by token with the topics integrated out, one sequential pass; "approximate", the same
+        on every core: the documents in shares, one a thread, each swept against its own copy of the
+        topic counts, the copies meeting every 16,384 tokens a share (AD-LDA, Newman et al. 2009;
+        ``inference.coupled.approximate``); not exact, and one share where a share would hold fewer
+        than 32,768 tokens; "parallel", exact, with the topics drawn, so that documents (or tokens,
+        at the group level) are swept in parallel on every core (``inference.coupled.parallel``);
+        "uncollapsed", with the topics and every document's proportions drawn, so that every token is
+        drawn at once, in torch on ``device`` (``inference.coupled.uncollapsed``); or "blocked", on
+        (group, word) cells: topics drawn, then one multinomial per cell. None (default):
+        "uncollapsed" on a GPU; with the document level, "approximate" on more than one thread or
+        with ``data_parallel``; without it, "parallel" with ``data_parallel``, else "collapsed"
+        (whose split-merge moves run at the group level only). Measured on two cores
+        (``benchmarks/reports/coupled_parallel.md``): "approximate" held-out perplexity within seed
+        noise of "collapsed" (enwiki 2,787 against 2,745, fine_foods 1,584 against 1,609, two seeds
+        each) at about 1.3 times its tokens a second; "parallel" was faster a sweep only from about
+        ten million tokens and needed about three times the sweeps for the same perplexity (with the
+        topics drawn, a word's tokens rarely move to an atom that holds none of them);
+        "uncollapsed" mixes slower still a sweep (``benchmarks/reports/gpu.md``). Blocked costs per
+        cell, not per token, and pays where tokens repeat within groups (about 30x faster a sweep on
+        digits-bags, though its log joint decorrelates about 3x slower a sweep:
+        ``benchmarks/reports/speed.md``); it runs no split-merge moves (run on cells, they left that
+        decorrelation as it was).
     documents : the document level (words only; ``models.coupled_dp``): each document d of group t
         has its own topic proportions theta_d ~ DP(doc_concentration, D_t), as in an HDP whose top
         level is D_t; without it every word of a group is a draw from D_t itself. None (default):
@@ -145,8 +153,10 @@ class CoupledDP(Estimator):
     data_parallel : one chain over the processes of the ``torch.distributed`` default process group
         (started by ``torchrun``, or your own): every process passes the whole corpus and sweeps its
         share of the documents (whole blocks of about 4,096 tokens), the counts meet by all-reduce
-        every sweep, and every process ends with the same fit; the chain's draws are those of one
-        process with ``label_step="parallel"`` (``inference.coupled.parallel``). Words, one chain.
+        every sweep, and every process ends with the same fit. With the default label step
+        ("approximate") each process sweeps its share against the counts of the last sweep; with
+        ``label_step="parallel"`` the chain's draws are those of one process with that step
+        (``inference.coupled.parallel``). Words, one chain.
 
     tokenizer : how texts are split into tokens: a function of a string returning its tokens. None
         (default): ``bnpzoo.corpus.tokenize``, the lower-cased words of two or more letters or
@@ -177,7 +187,7 @@ class CoupledDP(Estimator):
         sweeps of all chains x training tokens / sampling seconds (after a resume, of the sweeps this
         fit ran).
     compile_seconds_ : before sampling, the sampler's compiled loops loaded from numba's cache, or
-        compiled on the first fit of a new install (about 10 s, which ``verbose`` announces).
+        compiled on the first fit of a new install (10 to 30 s, which ``verbose`` announces).
     n_topics_ : words: the topics listed, those holding at least ``TOPIC_SHARE`` = 1 % of the
         tokens, the first rows of ``topic_word_`` (a DP keeps a tail of atoms with a few tokens each,
         which ``top_words(topics="all")`` still shows).
@@ -202,7 +212,7 @@ class CoupledDP(Estimator):
         "prior_kappa": Interval(float, 0, low_open=True),
         "prior_shape": Interval(float, 0, low_open=True),
         "prior_rate": Interval(float, 0, low_open=True),
-        "label_step": OneOf(None, "collapsed", "blocked", "parallel", "uncollapsed"),
+        "label_step": OneOf(None, "collapsed", "blocked", "parallel", "approximate", "uncollapsed"),
         "documents": OneOf(None, True, False),
         "doc_concentration": Interval(float, 0, low_open=True, optional=True),
         "split_merge": Interval(int, 0),
@@ -353,17 +363,20 @@ class CoupledDP(Estimator):
         default where the fit runs, checked against the data; words as cells for the blocked step."""
         from bnpzoo.inference.coupled import gibbs
 
-        step = gibbs.label_step(self.label_step, on_device=device.type != "cpu", data_parallel=group is not None)
+        cells = self.label_step is not None and gibbs.LABEL_STEPS[self.label_step].by_cells
+        self.documents_ = (vocab is not None and not cells) if self.documents is None else self.documents
+        step = gibbs.label_step(self.label_step, on_device=device.type != "cpu", data_parallel=group is not None,
+                                documents=self.documents_ and vocab is not None)
         if device.type != "cpu" and (vocab is None or not step.on_device or group is not None):
             raise ValueError(f"device={self.device!r} fits words in one process, with label_step='uncollapsed' (or "
                              "None); the other label steps and real vectors run on the CPU")
-        if group is not None and (vocab is None or not step.by_blocks or self.num_chains > 1):
-            raise ValueError("data_parallel=True fits words, with label_step='parallel' (or None) and one chain")
+        if group is not None and (vocab is None or not step.spans_ranks or self.num_chains > 1):
+            raise ValueError("data_parallel=True fits words, with label_step='approximate', 'parallel' (or None) and "
+                             "one chain")
         if self.documents and step.by_cells:
             raise ValueError("documents=True draws labels token by token: use label_step='collapsed'")
-        self.documents_ = (vocab is not None and not step.by_cells) if self.documents is None else self.documents
-        if step.draws_topics and vocab is None:
-            raise ValueError(f"label_step={step.name!r} draws words' topics: it applies to words, not real vectors")
+        if step.words_only and vocab is None:
+            raise ValueError(f"label_step={step.name!r} draws words' labels: it applies to words, not real vectors")
         if vocab is not None and step.by_cells:
             x, group_index, multiplicity = gibbs.cells(x, group_index, len(vocab))
         else:
@@ -389,7 +402,7 @@ class CoupledDP(Estimator):
         from bnpzoo.inference.coupled.kernel import CoupledGibbsKernel, prepare, sampler_cached
 
         if self.verbose and not sampler_cached():
-            print("bnpzoo: compiling the coupled sampler, once (about 10 s; later fits load it from numba's cache)",
+            print("bnpzoo: compiling the coupled sampler, once (10 to 30 s; later fits load it from numba's cache)",
                   file=sys.stderr, flush=True)
         self.compile_seconds_ = prepare(problem)
         with tempfile.TemporaryDirectory() as folder:

@@ -12,6 +12,7 @@ import torch
 
 from bnpzoo.inference.coupled import cells as coupled_cells
 from bnpzoo.inference.coupled import gibbs
+from bnpzoo.inference.coupled import parallel as parallel_steps
 from bnpzoo.models.coupled_dp import model
 
 GROUPS = torch.tensor([0, 0, 0, 0, 1, 1, 1, 1])
@@ -173,12 +174,13 @@ def test_each_step_keeps_the_joint_distribution_with_the_document_level(step, op
     assert len(z) and _largest(z) < 4, z
 
 
-@pytest.mark.parametrize("label_step", ["parallel", "uncollapsed"])
+@pytest.mark.parametrize("label_step", ["parallel", "uncollapsed", "approximate"])
 @pytest.mark.parametrize("options", [DOCUMENTS, SAMPLED_B, {}], ids=["b-fixed", "b-sampled", "group-level"])
-def test_the_parallel_label_steps_keep_the_joint_distribution(options, label_step):
+def test_the_parallel_label_steps_keep_the_joint_distribution(options, label_step, monkeypatch):
     """Step 1 partially collapsed (topics drawn, documents, or tokens at the group level, in
-    parallel) or uncollapsed (topics and every document's proportions drawn, every token at once):
-    as above."""
+    parallel), uncollapsed (topics and every document's proportions drawn, every token at once), or
+    collapsed against stale counts on one thread (one share: exact): as above."""
+    monkeypatch.setattr(parallel_steps, "threads", lambda: 1)
     documents = ("sampled" if options is SAMPLED_B else True) if options else False
     statistics = _document_statistics if documents else partial(_statistics, "categorical")
     changes = []

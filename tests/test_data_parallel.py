@@ -164,13 +164,13 @@ def _coupled_json(command: list) -> dict:
 @pytest.mark.parametrize("level", [[], ["--documents", "off"]], ids=["documents", "groups"])
 def test_torchrun_runs_one_coupled_chain_whose_draws_are_one_process(level):
     """Two processes sweep half the documents (or tokens, at the group level) each and meet by
-    all-reduce: the chain is the one process's with label_step='parallel', draw for draw (its log
+    all-reduce: with label_step='parallel' the chain is the one process's, draw for draw (its log
     joint differs only in the order of a float sum)."""
     fit = ["-m", "bnpzoo", "fit", "coupled-dp", "--data", "topics:n=20000,topics=5,vocab=200", "--iters", "10",
            "--json", *level]
     alone = _coupled_json([sys.executable, *fit, "--label-step", "parallel"])
     ranked = _coupled_json([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
-                            *fit])
+                            *fit, "--label-step", "parallel"])
     assert (alone["processes"], ranked["processes"]) == (1, 2)
     assert ranked["k_used"] == alone["k_used"] and ranked["n"] == alone["n"] == 20020
     assert ranked["log_joint"] == pytest.approx(alone["log_joint"], rel=1e-12, abs=0)
@@ -197,20 +197,20 @@ def test_one_rank_fits_the_coupled_model_as_one_process_and_checkpoints_its_shar
     corpus = generated_topics(12_000, n_topics=4, vocab_size=100, seed=2)
     settings = dict(max_iter=4, warmup=2, random_state=0)
     alone = bnpzoo.CoupledDP(label_step="parallel", **settings).fit(corpus)
-    ranked = bnpzoo.CoupledDP(data_parallel=True, checkpoint=tmp_path, **settings).fit(corpus)
+    ranked = bnpzoo.CoupledDP(data_parallel=True, label_step="parallel", checkpoint=tmp_path, **settings).fit(corpus)
     # the same draws; the log joint's word term is summed from the count table, not token by token
     assert torch.allclose(alone.samples_["log_joint"], ranked.samples_["log_joint"], rtol=1e-12, atol=0)
     assert np.array_equal(alone.topic_word_, ranked.topic_word_)
     assert [p.name for p in tmp_path.iterdir()] == ["rank-0-of-1-chain-0.pt"]
     longer = dict(settings, max_iter=6)
-    resumed = bnpzoo.CoupledDP(data_parallel=True, checkpoint=tmp_path, **longer).fit(corpus)
+    resumed = bnpzoo.CoupledDP(data_parallel=True, label_step="parallel", checkpoint=tmp_path, **longer).fit(corpus)
     assert torch.allclose(resumed.samples_["log_joint"], bnpzoo.CoupledDP(label_step="parallel", **longer).fit(
         corpus).samples_["log_joint"], rtol=1e-12, atol=0)
     with pytest.raises(ValueError, match="makes 1 block of documents"):  # 2 processes, as if, on one block
         with mock.patch("bnpzoo.inference.data_parallel.size", lambda group: 2):
             bnpzoo.CoupledDP(data_parallel=True, **settings).fit(generated_topics(3_000, seed=2))
     for wrong in (dict(label_step="collapsed"), dict(num_chains=2)):
-        with pytest.raises(ValueError, match="data_parallel=True fits words, with label_step='parallel'"):
+        with pytest.raises(ValueError, match="fits words, with label_step='approximate', 'parallel'"):
             bnpzoo.CoupledDP(data_parallel=True, **wrong, **settings).fit(corpus)
 
 

@@ -11,8 +11,8 @@ uniforms (or a torch-drawn seed of numba's generator), so runs are reproducible 
 ``document_labels`` (step 1 with the document level): as ``collapsed_labels``, with each
 document's own counts n_dk added to b D_t(k) (``inference.coupled.gibbs``); ``document_moves``
 moves a document's tokens on one atom together, ``document_tables`` draws the tables, and
-``document_log_likelihood`` scores the labels with theta_d integrated out; ``document_sweep`` runs
-the first three as one call on one count of z (what the sampler runs).
+``document_log_likelihood`` scores the labels with theta_d integrated out; ``approximate.sweep_share``
+runs the first three as one call on one count of z (what the sampler runs).
 
 ``blocked_labels`` (step 1 on (group, word) cells): topics drawn, then each cell's label counts.
 
@@ -354,19 +354,6 @@ def free_atom(t, k, mixing, cumulative_mixing, ndk, room):
 
 
 @compiled
-def document_sweep(corpus, z, mixing, b, seed):  # pragma: no cover (compiled)
-    """Step 1 of the document level in one call: the labels (``document_labels``), the block moves
-    (``document_moves``) and the tables (``document_tables``, returned), on one count of z and
-    numba's generator seeded with ``seed``."""
-    np.random.seed(seed)
-    topic_counts = _word_counts(corpus[0], z, corpus[3], mixing.shape[1])
-    none = np.empty(0)  # no uniforms given: each drawn from the generator where it is used
-    _document_labels(corpus, z, mixing, b, none, topic_counts)
-    _document_moves(corpus, z, mixing, b, topic_counts, row_cumsum(mixing))
-    return document_tables(corpus[1], corpus[2], z, mixing, b, none)
-
-
-@compiled
 def document_moves(corpus, z, mixing, b, seed):  # pragma: no cover (compiled)
     """Block moves of the document level: for each document d and each atom k it uses, all n_dk of
     its tokens on k (the cell) move together to an atom j that d does not use, by Metropolis-
@@ -406,8 +393,9 @@ def _document_moves(corpus, z, mixing, b, topic_counts, cumulative_mixing):
             k = atoms[a]
             if ndk[k] == 0:
                 continue  # emptied by an earlier move of this document
-            # S_U: D_t's mass on the atoms d's other cells leave free
-            free = 1.0
+            # S_U: D_t's mass on the atoms d's other cells leave free (of its total: a share of the
+            # approximate step sees part of the empty atoms, ``approximate.sweep_shares``)
+            free = cumulative_mixing[t, k_count - 1]
             for other in range(n_atoms):
                 kk = atoms[other]
                 if ndk[kk] > 0 and kk != k:

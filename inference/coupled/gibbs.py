@@ -92,7 +92,7 @@ likelihood. As b grows every token opens a table (m = n) and theta_d -> D_t: the
 documents.
 
 In a sweep the labels, the block moves and the tables run as one compiled call on one count of z
-(``compiled.document_sweep``). With ``Problem.parallel`` step 1 is partially collapsed instead:
+(``approximate.sweep_share``). With ``Problem.parallel`` step 1 is partially collapsed instead:
 the topics drawn, then the documents swept in parallel, on threads and across processes
 (``inference.coupled.parallel``, derived there). With ``label_step="uncollapsed"`` each
 document's proportions theta_d are drawn too, and every token is drawn at once, in torch where the
@@ -114,7 +114,8 @@ import numba
 import numpy as np
 import torch
 
-from bnpzoo.inference.coupled import cells as cell_steps, compiled as numba_steps, parallel as parallel_steps
+from bnpzoo.inference.coupled import approximate as approximate_steps, cells as cell_steps, compiled as numba_steps
+from bnpzoo.inference.coupled import parallel as parallel_steps
 from bnpzoo.inference.coupled import uncollapsed as uncollapsed_steps
 from bnpzoo.models.coupled_dp import inherited_mass, mixing_weights
 
@@ -234,6 +235,27 @@ class Problem:
     def document_blocks(self) -> np.ndarray:
         """The blocks of documents that ``parallel.sweep_documents`` shares among threads."""
         return parallel_steps.document_blocks(self.document_starts)
+
+    @cached_property
+    def document_shares(self) -> np.ndarray:
+        """The shares of documents, one a thread, and their rounds, that ``approximate.sweep_shares``
+        sweeps (``approximate.share_rounds``)."""
+        return approximate_steps.share_rounds(self.document_starts, parallel_steps.threads())
+
+    @cached_property
+    def count_buffers(self) -> tuple:
+        """(n_kw word-major (V, K), n_k (K,)): the buffers into which step 1 counts the labels every
+        sweep (``approximate.count_words``), allocated once."""
+        _, _, k = self.sizes
+        return np.empty((int(self.vocab_size), k)), np.empty(k)
+
+    @cached_property
+    def share_copies(self) -> tuple:
+        """((shares, V, K), (shares, K)): each share's copy of the counts (``approximate.sweep_shares``),
+        allocated once, written over every sweep."""
+        _, _, k = self.sizes
+        shares = len(self.document_shares)
+        return np.empty((shares, int(self.vocab_size), k)), np.empty((shares, k))
 
     @cached_property
     def document_lengths(self) -> torch.Tensor:
@@ -452,11 +474,7 @@ def update_labels(problem: Problem, state: GibbsState) -> GibbsState:  # step 1
     if problem.label_step.draw is not None:  # topics drawn, then documents (or, without them, tokens) in parallel
         return update_doc_concentration(problem, problem.label_step.draw(problem, state, mix))
     if problem.documents is not None:  # theta_d collapsed, then the tables: one blocked step for (z, m)
-        z = _numpy(state.z, np.int64)
-        arrays = _document_arrays(problem, state, z, mix)
-        tables = numba_steps.document_sweep(*arrays, int(torch.randint(2**31 - 1, ())))
-        state = replace(state, z=torch.from_numpy(z).to(state.z.device), tables=torch.from_numpy(tables).to(mix))
-        return update_doc_concentration(problem, state)
+        return update_doc_concentration(problem, _collapsed_document_labels(problem, state, mix, one_share=True))
     if problem.family == "categorical":
         z = _numpy(state.z, np.int64)
         # D_t(k) below 1e-30 of the group's largest are flushed to 0: even K of them would not
@@ -506,41 +524,79 @@ def _uncollapsed_labels(problem: Problem, state: GibbsState, mix: torch.Tensor) 
     return replace(state, z=z, tables=draw_tables(problem, z, mix, b))
 
 
-# the label steps with the topics drawn: partially collapsed (theta_d integrated out) and uncollapsed
+def _collapsed_document_labels(problem: Problem, state: GibbsState, mix: torch.Tensor,
+                               one_share: bool = False) -> GibbsState:
+    """Step 1 collapsed with the document level, with its block moves and tables
+    (``approximate.sweep_shares``): over the problem's shares of documents in parallel against
+    stale counts, each share starting from the counts of every label (over every process, where
+    the chain runs on several); ``one_share``: the exact collapsed step, one share of every document."""
+    z = _numpy(state.z, np.int64)
+    counts = problem.count_buffers
+    if problem.on_host:
+        approximate_steps.count_words(problem.host_arrays[0], z, *counts)
+    else:  # every process's labels (``word_counts`` all-reduces), word-major as the compiled loops read them
+        table = word_counts(problem, state.z).cpu()
+        counts = (table.T.contiguous().numpy(), table.sum(1).numpy())
+    seed, opens = int(torch.randint(2**31 - 1, ())), True  # the same draw in every process
+    if problem.ranks is not None:  # new atoms opened by one process a sweep, each process's seeds its own
+        opens = (seed // approximate_steps.MAX_SHARES) % problem.ranks.size == problem.ranks.rank
+        seed += problem.ranks.first_block * approximate_steps.MAX_SHARES
+    shares = approximate_steps.share_rounds(problem.document_starts, 1) if one_share else problem.document_shares
+    own = problem.share_copies if len(shares) > 1 else None  # one share sweeps the counts themselves
+    corpus, z, mixing, b = _document_arrays(problem, state, z, mix)
+    tables = approximate_steps.sweep_shares(corpus, z, counts, mixing, b, shares, (seed, opens), own)
+    z = torch.from_numpy(z).to(state.z.device)
+    if problem.documents is None:  # every token its own document: its tables are the labels' counts
+        return replace(state, z=z)
+    return replace(state, z=z, tables=problem.sum(torch.from_numpy(tables))[0].to(mix))
+
+
+# the label steps drawn by a function of their own: with the topics drawn (partially collapsed, theta_d
+# integrated out, and uncollapsed), or collapsed against stale counts
 @dataclass(frozen=True)
 class LabelStep:
     """How step 1 draws words' labels (``CoupledDP(label_step=...)``): one record each in
     ``LABEL_STEPS``, the only place that knows them by name."""
 
     name: str
-    # (problem, state, mix) -> state, where the topics are drawn first; else collapsed (a checkpoint's
+    # (problem, state, mix) -> state, words' steps but the exact collapsed one (a checkpoint's
     # fingerprint knows the step by its name: a function's repr holds its address)
     draw: callable = field(default=None, metadata={"fingerprint": False})
     by_cells: bool = False  # the (group, word) cells' label counts at once (``cells``); tokens otherwise
-    by_blocks: bool = False  # documents in parallel blocks, in one process or over several (``parallel``)
+    by_blocks: bool = False  # documents in parallel blocks, the same draws in any number of processes (``parallel``)
+    spans_ranks: bool = False  # one chain over the processes of a torch.distributed group (``data_parallel``)
     on_device: bool = False  # in torch where the tokens lie, any device (``uncollapsed``)
     token_moves: bool = False  # split-merge moves on tokens (words by token, one process)
 
     @property
-    def draws_topics(self) -> bool:
-        """Whether it draws words' topics (words only, not real vectors)."""
+    def words_only(self) -> bool:
+        """Whether it draws words' labels only (not real vectors')."""
         return self.draw is not None
 
 
 LABEL_STEPS = {step.name: step for step in (
     LabelStep("collapsed", token_moves=True),
     LabelStep("blocked", by_cells=True),
-    LabelStep("parallel", _parallel_document_labels, by_blocks=True),
+    LabelStep("parallel", _parallel_document_labels, by_blocks=True, spans_ranks=True),
+    LabelStep("approximate", _collapsed_document_labels, spans_ranks=True),
     LabelStep("uncollapsed", _uncollapsed_labels, on_device=True),
 )}
 
 
-def label_step(name: str | None, *, on_device: bool = False, data_parallel: bool = False) -> LabelStep:
-    """The record of the label step ``name``; None: the default where the fit runs (on a device the
-    one that runs there, over ranks the one that spans them, else the collapsed step)."""
+def label_step(name: str | None, *, on_device: bool = False, data_parallel: bool = False,
+               documents: bool = True) -> LabelStep:
+    """The record of the label step ``name``; None: the default where the fit runs: on a device the
+    one that runs there; with the document level over ranks or on more than one thread, the
+    collapsed step against stale counts (``approximate``; its perplexity within a percent of the
+    exact step's, ``benchmarks/reports/coupled_parallel.md``); over ranks without it, the exact
+    parallel step; else the collapsed step (with its split-merge moves at the group level)."""
     if name is not None:
         return LABEL_STEPS[name]
-    return LABEL_STEPS["uncollapsed" if on_device else "parallel" if data_parallel else "collapsed"]
+    if on_device:
+        return LABEL_STEPS["uncollapsed"]
+    if documents and (data_parallel or parallel_steps.threads() > 1):
+        return LABEL_STEPS["approximate"]
+    return LABEL_STEPS["parallel" if data_parallel else "collapsed"]
 
 
 def _block_seed(problem: Problem) -> int:

@@ -75,6 +75,18 @@ class Ranks:
     document_lengths: torch.Tensor
     group: object = field(repr=False, compare=False, metadata={"fingerprint": False})
 
+    @property
+    def rank(self) -> int:
+        from bnpzoo.inference.data_parallel import rank
+
+        return rank(self.group)
+
+    @property
+    def size(self) -> int:
+        from bnpzoo.inference.data_parallel import size
+
+        return size(self.group)
+
     def sum(self, *tensors) -> list:
         """Each tensor summed over the processes (``inference.data_parallel.all_sum``)."""
         from bnpzoo.inference.data_parallel import all_sum
