@@ -19,12 +19,12 @@ model scores the held-out half with ``bnpzoo.metrics.completion_perplexity``):
 
 Each fit runs in a process of its own (its peak resident memory is read from /proc at its end).
 bnpzoo runs ``CoupledDP()``'s defaults (warm-up 100 sweeps, then max_iter 200: 300 sweeps) and the
-same with ``label_step="parallel"``; tomotopy's HDPModel gets as many sweeps, with 1 worker and with
-every core. tokens/s = sweeps x training tokens / sampling seconds (bnpzoo: ``tokens_per_second_``,
-numba's compilation excluded and reported apart).
+same with ``label_step="collapsed"`` and ``"parallel"`` (``--models``); tomotopy's HDPModel gets as
+many sweeps, with 1 worker and with every core. tokens/s = sweeps x training tokens / sampling
+seconds (bnpzoo: ``tokens_per_second_``, numba's compilation excluded and reported apart).
 
     python benchmarks/bench_coupled_scale.py [--corpora lee,...] [--sizes 1000000,10000000] [--scale-sweeps 60]
-                                             [--memory 50000000] [--no-torchrun]
+                                             [--memory 50000000] [--no-torchrun] [--models ...]
 
 Needs the benchmark extra: pip install -e .[bench]
 """
@@ -224,7 +224,7 @@ def torchrun_rows(folder: Path) -> list:
             ("generated 10 M, 20 sweeps, defaults", big, 1),
             ("generated 10 M, 20 sweeps, --label-step parallel", big + ["--label-step", "parallel"], 1),
             ("generated 10 M, 20 sweeps", big, 2)]
-    rows = ["", "One chain over processes (the CLI; under torchrun the parallel step runs, one thread a process):",
+    rows = ["", "One chain over processes (the CLI; under torchrun the default step runs, one thread a process):",
             "", "| run | processes | held-out perplexity | topics | fit seconds | tokens/s |", "|---|---|---|---|---|---|"]
     for name, args, processes in runs:
         record = _cli(args, processes)
@@ -242,21 +242,22 @@ def main():
     parser.add_argument("--scale-sweeps", type=int, default=60)
     parser.add_argument("--memory", type=int, default=50_000_000, help="tokens of the resident-memory run (0: none)")
     parser.add_argument("--models", default=None, help="comma-separated: 'bnpzoo defaults', 'bnpzoo <label step>', "
-                        "'tomotopy workers <n>'; default: the defaults, the approximate and parallel steps, tomotopy "
+                        "'tomotopy workers <n>'; default: the defaults, the collapsed and parallel steps, tomotopy "
                         "with 1 worker and with every core")
     parser.add_argument("--torchrun", action=argparse.BooleanOptionalAction, default=True,
                         help="the one-process against two-process runs")
     args = parser.parse_args()
     cores = os.cpu_count()
     models = args.models.split(",") if args.models else [
-        "bnpzoo defaults", "bnpzoo collapsed", "bnpzoo approximate", "bnpzoo parallel", "tomotopy workers 1",
+        "bnpzoo defaults", "bnpzoo collapsed", "bnpzoo parallel", "tomotopy workers 1",
         f"tomotopy workers {cores}"]
     load = os.getloadavg()[0]
     lines = [f"# The coupled topic model against tomotopy's HDP, real corpora and scale ({datetime.date.today()}, "
              f"{platform.machine()}, {cores} cores, load average at start {load:.2f})", "",
-             "Corpora and settings in the script's docstring; bnpzoo's sampling uses every core numba may use "
-             "(`label_step=\"parallel\"`) or one (the defaults' sequential sampler); tomotopy as named. "
-             "Lower perplexity is better.", ""]
+             "Corpora and settings in the script's docstring; bnpzoo's defaults sweep shares of documents on every "
+             "thread against stale counts (`label_step=\"approximate\"`; one share, the exact collapsed sampler, "
+             "below 32,768 tokens a share), \"collapsed\" is the exact sequential sampler on one core; tomotopy as "
+             "named. Lower perplexity is better.", ""]
     table = ["| corpus | training tokens | model | held-out perplexity | tokens/s | topics | compile s | peak MB |",
              "|---|---|---|---|---|---|---|---|"]
     runs = [(name, CORPORA[name], SWEEPS) for name in args.corpora.split(",") if name]
