@@ -3,6 +3,8 @@ with several shares, each share's draws are those of a sweep of its documents al
 of every label at the sweep's start (one share is the collapsed step: ``test_coupled_gibbs``'s
 joint-distribution tests run it)."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
@@ -88,6 +90,7 @@ def test_a_problem_sweeps_as_many_shares_as_threads(monkeypatch):
                             atoms_per_source=4, vocab_size=10, documents=torch.arange(300) // 10,
                             label_step="approximate")
     assert len(problem.document_shares) == 3
+    assert len(dataclasses.replace(problem, label_step="collapsed").document_shares) == 1
     (counts, totals), (copies, copy_totals) = problem.count_buffers, problem.share_copies
     assert counts.shape == (10, 4) and totals.shape == (4,) and copies.shape == (3, 10, 4) and copy_totals.shape == (3, 4)
 

@@ -48,7 +48,6 @@ from numba import njit
 
 from bnpzoo.inference.coupled.compiled import _document_labels, _document_moves, document_tables, row_cumsum
 
-compiled = njit(cache=True, error_model="numpy")
 compiled_nogil = njit(cache=True, error_model="numpy", nogil=True)
 MAX_SHARES = 1 << 12  # shares a process at most
 ROUND_TOKENS = 16384  # tokens a share sweeps between two meetings of the counts (``share_rounds``)
@@ -76,21 +75,6 @@ def share_rounds(document_starts: np.ndarray, count: int, round_tokens: int = RO
     cuts = [np.searchsorted(starts, np.linspace(starts[lo], starts[hi], rounds + 1)[1:-1]).clip(lo, hi)
             for lo, hi in zip(bounds[:-1], bounds[1:])]
     return np.asarray([[lo, *cut, hi] for (lo, hi), cut in zip(zip(bounds[:-1], bounds[1:]), cuts)], dtype=np.int64)
-
-
-@compiled
-def count_words(x, z, nwk, nk):  # pragma: no cover (compiled)
-    """n_kw (word-major (V, K)) and n_k (K,) of the labels z, into the arrays given (the sweep's
-    buffers: fresh ones every sweep cost more in page faults than the counting, 5 ms a sweep on
-    lee_background's 4,608 words x 154 atoms)."""
-    for k in range(nk.shape[0]):
-        nk[k] = 0.0
-    for w in range(nwk.shape[0]):
-        for k in range(nwk.shape[1]):
-            nwk[w, k] = 0.0
-    for i in range(x.shape[0]):
-        nwk[x[i], z[i]] += 1.0
-        nk[z[i]] += 1.0
 
 
 @compiled_nogil

@@ -238,14 +238,16 @@ class Problem:
 
     @cached_property
     def document_shares(self) -> np.ndarray:
-        """The shares of documents, one a thread, and their rounds, that ``approximate.sweep_shares``
-        sweeps (``approximate.share_rounds``)."""
-        return approximate_steps.share_rounds(self.document_starts, parallel_steps.threads())
+        """The shares of documents, and their rounds, that ``approximate.sweep_shares`` sweeps
+        (``approximate.share_rounds``): one a thread where the label step shares the documents, else
+        one (the collapsed step)."""
+        threads = parallel_steps.threads() if self.label_step.shares_documents else 1
+        return approximate_steps.share_rounds(self.document_starts, threads)
 
     @cached_property
     def count_buffers(self) -> tuple:
         """(n_kw word-major (V, K), n_k (K,)): the buffers into which step 1 counts the labels every
-        sweep (``approximate.count_words``), allocated once."""
+        sweep (``compiled.count_words``), allocated once."""
         _, _, k = self.sizes
         return np.empty((int(self.vocab_size), k)), np.empty(k)
 
@@ -474,7 +476,7 @@ def update_labels(problem: Problem, state: GibbsState) -> GibbsState:  # step 1
     if problem.label_step.draw is not None:  # topics drawn, then documents (or, without them, tokens) in parallel
         return update_doc_concentration(problem, problem.label_step.draw(problem, state, mix))
     if problem.documents is not None:  # theta_d collapsed, then the tables: one blocked step for (z, m)
-        return update_doc_concentration(problem, _collapsed_document_labels(problem, state, mix, one_share=True))
+        return update_doc_concentration(problem, _collapsed_document_labels(problem, state, mix))
     if problem.family == "categorical":
         z = _numpy(state.z, np.int64)
         # D_t(k) below 1e-30 of the group's largest are flushed to 0: even K of them would not
@@ -524,16 +526,15 @@ def _uncollapsed_labels(problem: Problem, state: GibbsState, mix: torch.Tensor) 
     return replace(state, z=z, tables=draw_tables(problem, z, mix, b))
 
 
-def _collapsed_document_labels(problem: Problem, state: GibbsState, mix: torch.Tensor,
-                               one_share: bool = False) -> GibbsState:
+def _collapsed_document_labels(problem: Problem, state: GibbsState, mix: torch.Tensor) -> GibbsState:
     """Step 1 collapsed with the document level, with its block moves and tables
-    (``approximate.sweep_shares``): over the problem's shares of documents in parallel against
-    stale counts, each share starting from the counts of every label (over every process, where
-    the chain runs on several); ``one_share``: the exact collapsed step, one share of every document."""
+    (``approximate.sweep_shares``): over the problem's shares of documents (``document_shares``) in
+    parallel against stale counts, each share starting from the counts of every label (over every
+    process, where the chain runs on several); one share is the exact collapsed step."""
     z = _numpy(state.z, np.int64)
     counts = problem.count_buffers
     if problem.on_host:
-        approximate_steps.count_words(problem.host_arrays[0], z, *counts)
+        numba_steps.count_words(problem.host_arrays[0], z, *counts)
     else:  # every process's labels (``word_counts`` all-reduces), word-major as the compiled loops read them
         table = word_counts(problem, state.z).cpu()
         counts = (table.T.contiguous().numpy(), table.sum(1).numpy())
@@ -541,7 +542,7 @@ def _collapsed_document_labels(problem: Problem, state: GibbsState, mix: torch.T
     if problem.ranks is not None:  # new atoms opened by one process a sweep, each process's seeds its own
         opens = (seed // approximate_steps.MAX_SHARES) % problem.ranks.size == problem.ranks.rank
         seed += problem.ranks.first_block * approximate_steps.MAX_SHARES
-    shares = approximate_steps.share_rounds(problem.document_starts, 1) if one_share else problem.document_shares
+    shares = problem.document_shares
     own = problem.share_copies if len(shares) > 1 else None  # one share sweeps the counts themselves
     corpus, z, mixing, b = _document_arrays(problem, state, z, mix)
     tables = approximate_steps.sweep_shares(corpus, z, counts, mixing, b, shares, (seed, opens), own)
@@ -565,6 +566,7 @@ class LabelStep:
     by_cells: bool = False  # the (group, word) cells' label counts at once (``cells``); tokens otherwise
     by_blocks: bool = False  # documents in parallel blocks, the same draws in any number of processes (``parallel``)
     spans_ranks: bool = False  # one chain over the processes of a torch.distributed group (``data_parallel``)
+    shares_documents: bool = False  # collapsed, documents shared among threads against stale counts (``approximate``)
     on_device: bool = False  # in torch where the tokens lie, any device (``uncollapsed``)
     token_moves: bool = False  # split-merge moves on tokens (words by token, one process)
 
@@ -578,7 +580,7 @@ LABEL_STEPS = {step.name: step for step in (
     LabelStep("collapsed", token_moves=True),
     LabelStep("blocked", by_cells=True),
     LabelStep("parallel", _parallel_document_labels, by_blocks=True, spans_ranks=True),
-    LabelStep("approximate", _collapsed_document_labels, spans_ranks=True),
+    LabelStep("approximate", _collapsed_document_labels, spans_ranks=True, shares_documents=True),
     LabelStep("uncollapsed", _uncollapsed_labels, on_device=True),
 )}
 

@@ -38,6 +38,7 @@ from torch.distributions import Gamma, Normal
 from bnpzoo.inference.coupled import gibbs, uncollapsed
 from bnpzoo.inference.coupled.checkpoint import ChainCheckpoint
 from bnpzoo.models.coupled_dp import mixing_weights, model as coupled_model
+from bnpzoo.ops import clamp_probs
 
 
 def _latent_trace(problem: gibbs.Problem, values: dict):
@@ -62,9 +63,10 @@ def log_joint(problem: gibbs.Problem, state: gibbs.GibbsState) -> torch.Tensor:
     a vanishing concentration, where the sampler keeps c_ts = 0 exactly)."""
     _, s, k = problem.sizes
     q, alpha = problem.q, state.alpha.to(problem.q.dtype)
-    shape, inherited = alpha[state.source] / problem.atoms_per_source, q[:, state.source]
-    # ln Gamma(w_k; alpha_{s_k} / L, 1) and ln Bernoulli(r_tk; q_{t s_k}) written out: torch.distributions'
-    # objects cost more than a small corpus's sweep (about 2 ms a kept sample on pang_lee_polarity)
+    shape, inherited = alpha[state.source] / problem.atoms_per_source, clamp_probs(q[:, state.source])
+    # ln Gamma(w_k; alpha_{s_k} / L, 1) and ln Bernoulli(r_tk; q_{t s_k}) written out (q clamped as
+    # torch's Bernoulli clamps it): torch.distributions' objects cost more than a small corpus's sweep
+    # (about 2 ms a kept sample on pang_lee_polarity)
     latents = (-k * math.log(s)  # s_k ~ Uniform{1..S}
                + ((shape - 1) * state.weight.log() - state.weight - torch.lgamma(shape)).sum()
                + torch.where(state.inherit.bool(), inherited, 1 - inherited).log().sum())
