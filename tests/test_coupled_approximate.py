@@ -4,6 +4,7 @@ of every label at the sweep's start (one share is the collapsed step: ``test_cou
 joint-distribution tests run it)."""
 
 import dataclasses
+import os
 
 import numpy as np
 import pytest
@@ -28,7 +29,7 @@ def _sweep(corpus, z, mixing, cuts, seed, copies=True):
     """``approximate.sweep_shares`` with the shares and rounds ``cuts`` from the counts of z."""
     cuts = np.asarray(cuts)
     counts = compiled._word_counts(corpus[0], z, VOCAB, ATOMS)  # of every label, before the sweep
-    own = (np.empty((len(cuts), VOCAB, ATOMS)), np.empty((len(cuts), ATOMS))) if copies else None
+    own = (np.empty((len(cuts), VOCAB, ATOMS), dtype=np.int32), np.empty((len(cuts), ATOMS))) if copies else None
     return approximate.sweep_shares(corpus, z, counts, mixing, 0.7, cuts, (seed, True), own)
 
 
@@ -93,6 +94,17 @@ def test_a_problem_sweeps_as_many_shares_as_threads(monkeypatch):
     assert len(dataclasses.replace(problem, label_step="collapsed").document_shares) == 1
     (counts, totals), (copies, copy_totals) = problem.count_buffers, problem.share_copies
     assert counts.shape == (10, 4) and totals.shape == (4,) and copies.shape == (3, 10, 4) and copy_totals.shape == (3, 4)
+    monkeypatch.setattr(approximate, "affordable_shares", lambda vocab, atoms: 2)  # copies for two fit in memory
+    assert len(dataclasses.replace(problem).document_shares) == 2
+
+
+def test_the_shares_copies_fit_in_their_part_of_the_memory():
+    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    for vocab, atoms in ((100_000, 300), (10**6, 1_000), (10**9, 1_000)):
+        shares = approximate.affordable_shares(vocab, atoms)
+        copies = np.empty((1, 1, 1), dtype=np.int32).itemsize * vocab * atoms * shares
+        assert shares >= 1 and (shares == 1 or copies <= approximate.COPIES_MEMORY * memory)
+    assert approximate.affordable_shares(10**9, 1_000) == 1 < approximate.affordable_shares(10, 10)
 
 
 def test_the_default_label_step_follows_the_threads_the_level_and_the_processes(monkeypatch):

@@ -206,6 +206,12 @@ def test_one_rank_fits_the_coupled_model_as_one_process_and_checkpoints_its_shar
     resumed = bnpzoo.CoupledDP(data_parallel=True, label_step="parallel", checkpoint=tmp_path, **longer).fit(corpus)
     assert torch.allclose(resumed.samples_["log_joint"], bnpzoo.CoupledDP(label_step="parallel", **longer).fit(
         corpus).samples_["log_joint"], rtol=1e-12, atol=0)
+    # the default over ranks (approximate: one share of 12,000 tokens, from the all-reduced counts) is the
+    # collapsed chain of one process
+    default = bnpzoo.CoupledDP(data_parallel=True, **settings).fit(corpus)
+    collapsed = bnpzoo.CoupledDP(label_step="collapsed", **settings).fit(corpus)
+    assert torch.allclose(default.samples_["log_joint"], collapsed.samples_["log_joint"], rtol=1e-12, atol=0)
+    assert np.array_equal(default.topic_word_, collapsed.topic_word_)
     with pytest.raises(ValueError, match="makes 1 block of documents"):  # 2 processes, as if, on one block
         with mock.patch("bnpzoo.inference.data_parallel.size", lambda group: 2):
             bnpzoo.CoupledDP(data_parallel=True, **settings).fit(generated_topics(3_000, seed=2))

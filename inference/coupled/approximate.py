@@ -32,7 +32,8 @@ two cores (``benchmarks/reports/coupled_parallel.md``): enwiki 2,787 against 2,7
 (collapsed, parallel) stay for the Geweke tests and as options; against the exact parallel step
 (``parallel``, the topics drawn) the topics stay collapsed, so a word's tokens move to an atom that
 holds none of them as readily as in the collapsed sampler. It costs a copy of the counts a share
-(V K float64 each) and a thread pool's round trip a round.
+(V K int32 each; the shares are fewer than the threads where the copies would take more than
+``COPIES_MEMORY`` of the machine's memory) and a thread pool's round trip a round.
 
 A share's draws come from numba's generator of its thread, seeded with (the sweep's seed + the
 round's index times the shares + the share's), so a chain repeats under one seed and one number
@@ -41,6 +42,7 @@ counts draw differently (the exact steps do not).
 """
 
 import math
+import os
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -52,6 +54,18 @@ compiled_nogil = njit(cache=True, error_model="numpy", nogil=True)
 MAX_SHARES = 1 << 12  # shares a process at most
 ROUND_TOKENS = 16384  # tokens a share sweeps between two meetings of the counts (``share_rounds``)
 SHARE_TOKENS = 2 * ROUND_TOKENS  # tokens a share holds at least: smaller corpora are swept by one (exact)
+COPIES_MEMORY = 1 / 8  # the part of the machine's memory the shares' copies of the counts may take at most
+
+
+def affordable_shares(vocab: int, atoms: int) -> int:
+    """How many shares' copies of the counts (n_kw, V x K int32, and n_k) fit in ``COPIES_MEMORY`` of
+    the machine's memory, at least one (16 copies of a 100,000-word vocabulary's counts over 300 atoms
+    take 1.9 GB); ``MAX_SHARES`` where the memory cannot be read."""
+    try:
+        memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):
+        return MAX_SHARES
+    return max(1, int(COPIES_MEMORY * memory) // (4 * vocab * atoms + 8 * atoms))
 
 
 def share_rounds(document_starts: np.ndarray, count: int, round_tokens: int = ROUND_TOKENS,
@@ -108,9 +122,9 @@ def merge_changes(x, z, before, ranges, own):  # pragma: no cover (compiled)
     for r in range(ranges.shape[0]):
         for i in range(ranges[r, 0], ranges[r, 1]):
             if z[i] != before[i]:
-                nwk[x[i], before[i]] -= 1.0
+                nwk[x[i], before[i]] -= 1
                 nk[before[i]] -= 1.0
-                nwk[x[i], z[i]] += 1.0
+                nwk[x[i], z[i]] += 1
                 nk[z[i]] += 1.0
 
 

@@ -109,9 +109,9 @@ def log_array(a):
 
 @compiled
 def _word_counts(x, z, vocab, k_count):
-    """(n_kw word-major (V, K), n_k (K,)): the counts of the labels z, one per token (N,) or
+    """(n_kw word-major (V, K) int32, n_k (K,)): the counts of the labels z, one per token (N,) or
     (group, word) cells' counts (C, K) (``gibbs.cells``), in new arrays (``count_words``)."""
-    nwk, nk = np.empty((vocab, k_count)), np.empty(k_count)
+    nwk, nk = np.empty((vocab, k_count), dtype=np.int32), np.empty(k_count)
     count_words(x, z, nwk, nk)
     return nwk, nk
 
@@ -126,14 +126,15 @@ def count_words(x, z, nwk, nk):  # pragma: no cover (compiled)
         nk[k] = 0.0
     for w in range(nwk.shape[0]):
         for k in range(nwk.shape[1]):
-            nwk[w, k] = 0.0
+            nwk[w, k] = 0
     for i in range(x.shape[0]):
         if z.ndim == 1:
             nwk[x[i], z[i]] += 1
             nk[z[i]] += 1
-        else:
-            nwk[x[i]] += z[i]
-            nk += z[i]
+        else:  # a cell's counts (float or integer)
+            for k in range(nk.shape[0]):
+                nwk[x[i], k] += np.int32(z[i, k])
+                nk[k] += z[i, k]
 
 
 @compiled

@@ -87,7 +87,7 @@ def log_joint(problem: gibbs.Problem, state: gibbs.GibbsState) -> torch.Tensor:
 
 def sampler_cached() -> bool:
     """Whether numba's cache holds the sampler's shared steps (``compiled.move_atoms``, which
-    every chain runs; False: the next fit compiles the sampler, about 10 s once; a kind of fit not
+    every chain runs; False: the next fit compiles the sampler, 10 to 30 s once; a kind of fit not
     run before compiles its own few loops, about a second, unannounced). Reads numba's cache
     index, which is not public API: where it cannot be read, True (nothing is announced)."""
     from bnpzoo.inference.coupled.compiled import move_atoms
