@@ -542,6 +542,18 @@ def test_the_averaged_topics_are_the_mean_over_each_atoms_current_life():
                           plain / plain.sum(1, keepdim=True))
 
 
+def test_the_word_counts_of_the_labels_last_asked_for_are_kept_until_they_change():
+    _, x = _draw("categorical")
+    problem = _problem("categorical", x)
+    z = torch.tensor([0, 0, 1, 1, 0, 1, 0, 1])
+    first = gibbs.word_counts(problem, z)
+    assert gibbs.word_counts(problem, z) is first  # kept
+    z[0] = 1  # changed in place: counted again
+    again = gibbs.word_counts(problem, z)
+    assert again is not first and again[1, x[0]] == first[1, x[0]] + 1 and again[0, x[0]] == first[0, x[0]] - 1
+    assert torch.equal(gibbs.word_counts(problem, z.clone()), again)  # other labels, the same counts
+
+
 def test_document_blocks_cover_the_corpus_and_processes_share_whole_blocks():
     from bnpzoo.inference.coupled.parallel import document_blocks, own_blocks
 

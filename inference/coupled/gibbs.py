@@ -265,6 +265,11 @@ class Problem:
         return np.empty((shares, int(self.vocab_size), k), dtype=np.int32), np.empty((shares, k))
 
     @cached_property
+    def last_word_counts(self) -> list:
+        """[labels z, their version, n_kw (K, V)]: ``word_counts``' last answer, kept."""
+        return [None, -1, None]
+
+    @cached_property
     def document_lengths(self) -> torch.Tensor:
         """n_d, the tokens of each document (the document level; every document has some), of the
         whole corpus where the chain runs on several processes."""
@@ -351,12 +356,21 @@ def gaussian_log_density(x: torch.Tensor, params: dict) -> torch.Tensor:
 
 
 def word_counts(problem: Problem, z: torch.Tensor) -> torch.Tensor:
-    """n_kw: tokens of word w on atom k, (K, V)."""
+    """n_kw: tokens of word w on atom k, (K, V), not to be written to: the table of the labels z
+    last asked for is kept (``Problem.last_word_counts``), as a kept sweep's topic average and log
+    joint and the next sweep's label step ask for the same labels' (each an all-reduce of the table
+    across processes: three a kept sweep took half of a torchrun fit's time on lee_background)."""
+    memo = problem.last_word_counts
+    if memo[0] is z and memo[1] == z._version:  # the same labels, not changed in place since
+        return memo[2]
     _, _, k = problem.sizes
     if problem.multiplicity is not None:
-        return _sum_rows(z, problem.cell_index[1], problem.vocab_size).T
-    counts = torch.bincount(z * problem.vocab_size + problem.x, minlength=k * problem.vocab_size).to(problem.q.dtype)
-    return problem.sum(counts.view(k, problem.vocab_size))[0]
+        table = _sum_rows(z, problem.cell_index[1], problem.vocab_size).T
+    else:
+        counts = torch.bincount(z * problem.vocab_size + problem.x, minlength=k * problem.vocab_size)
+        table = problem.sum(counts.to(problem.q.dtype).view(k, problem.vocab_size))[0]
+    memo[:] = [z, z._version, table]
+    return table
 
 
 def average_topics(problem: Problem, state: GibbsState) -> GibbsState:
@@ -542,7 +556,8 @@ def _collapsed_document_labels(problem: Problem, state: GibbsState, mix: torch.T
         numba_steps.count_words(problem.host_arrays[0], z, *counts)
     else:  # every process's labels (``word_counts`` all-reduces), word-major as the compiled loops read them
         table = word_counts(problem, state.z).cpu()
-        counts = (table.T.to(torch.int32).contiguous().numpy(), table.sum(1).numpy())
+        torch.from_numpy(counts[0]).copy_(table.T)
+        torch.from_numpy(counts[1]).copy_(table.sum(1))
     seed, opens = int(torch.randint(2**31 - 1, ())), True  # the same draw in every process
     if problem.ranks is not None:  # new atoms opened by one process a sweep, each process's seeds its own
         opens = (seed // approximate_steps.MAX_SHARES) % problem.ranks.size == problem.ranks.rank
