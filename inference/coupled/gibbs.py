@@ -363,6 +363,7 @@ def word_counts(problem: Problem, z: torch.Tensor) -> torch.Tensor:
     memo = problem.last_word_counts
     if memo[0] is z and memo[1] == z._version:  # the same labels, not changed in place since
         return memo[2]
+    memo[:] = [None, -1, None]  # the old table let go before the new one is made (one V x K table at a time)
     _, _, k = problem.sizes
     if problem.multiplicity is not None:
         table = _sum_rows(z, problem.cell_index[1], problem.vocab_size).T
