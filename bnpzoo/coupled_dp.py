@@ -18,11 +18,11 @@ import pyro
 import torch
 
 from bnpzoo._validation import FOLDER, FUNCTION, SEED, WORDS, AnyOf, Interval, OneOf, check_array
-from bnpzoo.base import ConvergenceWarning, Estimator, FittedTensor
+from bnpzoo.base import Estimator, FittedTensor
 from bnpzoo.caller_state import keeps_caller_state
 from bnpzoo.coherence import WINDOW, npmi_coherence
 from bnpzoo.corpus import Corpus, as_sequence, fitted_positions, group_labels, keeps_token_order, to_documents
-from bnpzoo.diagnostics import arviz
+from bnpzoo.diagnostics import arviz, check_mixing
 from bnpzoo.models.coupled_configs import CONFIGS, inheritance_matrix
 from bnpzoo.models.coupled_dp import mixing_weights
 from bnpzoo.threads import fit_threads
@@ -31,7 +31,6 @@ INFERENCE = ("gibbs",)
 TOPIC_SHARE = 0.01  # a topic is listed (``n_topics_``, the CLI) when it holds at least this share of the tokens
 TOP_WORDS = 10  # the top words a topic's coherence is measured on (``coherence_``)
 POOL = 150  # atoms in the default pool for words (``truncation=None``)
-RHAT_LIMIT = 1.1  # above it, the chains have not mixed (``_check_mixing``)
 
 
 def _rank_prefix(group) -> str:
@@ -479,19 +478,11 @@ class CoupledDP(Estimator):
 
     def _check_mixing(self):
         """R-hat of the log joint (NaN with one chain); a warning where it is above 1.1, with the
-        sweeps that would give about 100 effective samples at the rate these chains decorrelated."""
+        sweeps that would give about 100 effective samples at the rate these chains decorrelated
+        (``diagnostics.check_mixing``)."""
         self.rhat_ = float("nan")
-        if self.num_chains < 2:
-            return
-        idata = self.to_arviz()
-        self.rhat_ = float(arviz().rhat(idata, var_names=["log_joint"])["log_joint"])
-        if not self.rhat_ > RHAT_LIMIT:
-            return
-        ess = float(arviz().ess(idata, var_names=["log_joint"])["log_joint"])
-        needed = int(np.ceil(self.max_iter * self.thin * 100 / max(ess, 1.0)))
-        warnings.warn(f"the {self.num_chains} chains have not mixed: R-hat of the log joint is {self.rhat_:.2f} "
-                      f"(above {RHAT_LIMIT}) and its effective sample size {ess:.0f}; fit again with about "
-                      f"max_iter={needed} sweeps per chain (or thin)", ConvergenceWarning, stacklevel=5)
+        if self.num_chains >= 2:
+            self.rhat_ = check_mixing(self.samples_, ["log_joint"], self.max_iter * self.thin)["log_joint"]
 
     def _keep(self, problem, state, vocab):
         """The fitted point summary: the used atoms of one state, largest first."""

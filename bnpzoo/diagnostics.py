@@ -94,3 +94,36 @@ def compare(fitted: dict, X, groups=None, *, labels=None, ic: str = "loo", num_d
     for column in next(iter(extra.values())):
         table[column] = [extra[name][column] for name in table.index]
     return table
+
+
+RHAT_LIMIT = 1.1  # above it, the chains have not mixed (``check_mixing``)
+
+
+def chain_rhat(chains: np.ndarray) -> float:
+    """R-hat of one quantity's draws (chains, draws): ArviZ's rank-normalised split R-hat, 1 where
+    every draw of every chain is the same number (ArviZ's 0 / 0)."""
+    chains = np.asarray(chains, dtype=np.float64)
+    if np.all(chains == chains.flat[0]):
+        return 1.0
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return float(arviz().rhat(chains))
+
+
+def check_mixing(samples: dict, names, sweeps: int, stacklevel: int = 6) -> dict:
+    """R-hat of each of ``names`` in ``samples`` (name -> (chains, draws)), and a ConvergenceWarning
+    where one is above ``RHAT_LIMIT``, with the sweeps per chain (of ``sweeps`` run) that would give
+    about 100 effective draws at the rate these chains decorrelated."""
+    from bnpzoo.base import ConvergenceWarning
+
+    rhat = {name: chain_rhat(samples[name]) for name in names}
+    worst = max(rhat, key=lambda name: rhat[name] if np.isfinite(rhat[name]) else np.inf)
+    if not rhat[worst] > RHAT_LIMIT:
+        return rhat
+    draws = np.asarray(samples[worst], dtype=np.float64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ess = float(arviz().ess(draws))
+    needed = int(np.ceil(sweeps * 100 / max(ess, 1.0)))
+    warnings.warn(f"the {draws.shape[0]} chains have not mixed: R-hat of the {worst.replace('_', ' ')} is {rhat[worst]:.2f} (above "
+                  f"{RHAT_LIMIT}) and its effective sample size {ess:.0f}; fit again with about max_iter={needed} "
+                  "sweeps per chain", ConvergenceWarning, stacklevel=stacklevel)
+    return rhat

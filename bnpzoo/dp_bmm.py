@@ -21,7 +21,8 @@ class DPBMM(StickMixture):
     truncation : int, K, the most clusters the fit can use.
     inference : "vmm" (batch closed-form updates with soft assignments and merge moves,
         ``inference.stick_mixture.vmm``) or "natgrad-svi" (conjugate natural-gradient SVI on minibatches,
-        [PYPM-sVMM] Table I): the learners that need the family's closed forms.
+        [PYPM-sVMM] Table I): the learners that need the family's closed forms; or "gibbs" (posterior
+        samples by exact split-merge moves, ``inference.stick_mixture.sampler``).
     alpha, discount : the sticks Beta(1 - d, alpha + k d); discount 0 is the Dirichlet process.
     prior_precision : kappa0, how many samples each probability's prior Beta(kappa0 m0, kappa0 (1 - m0))
         is worth (m0 the data's mean per feature, clamped into [0.01, 0.99]).
@@ -32,7 +33,7 @@ class DPBMM(StickMixture):
     """
 
     _parameter_constraints = {
-        "inference": OneOf("vmm", "natgrad-svi"),
+        "inference": OneOf("vmm", "natgrad-svi", "gibbs"),
         "alpha": Interval(float),
         "discount": Interval(float, 0, 1, high_open=True),
         "binarize": Interval(float, optional=True),
@@ -40,9 +41,10 @@ class DPBMM(StickMixture):
     }
 
     def __init__(self, *, truncation=50, inference="vmm", alpha=1.0, discount=0.0, prior_precision=2.0, binarize=None,
-                 pruning_precision=None, split_moves=None, assignment=None, guide="map", max_iter=500, tol=1e-5,
+                 pruning_precision=None, split_moves=None, assignment=None, guide="map", max_iter=None, tol=1e-5,
                  prune_threshold=1e-3, batch_size=None, learning_rate=None, n_init=3, device=None, dtype="float32",
-                 random_state=None, verbose=False, data_parallel=False):
+                 random_state=None, verbose=False, data_parallel=False, num_chains=None,
+                 warmup=None):
         self._store(locals())
 
     def _encode(self, x):

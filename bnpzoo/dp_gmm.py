@@ -22,7 +22,9 @@ class DPGMM(LearnedCovariance, StickMixture):
     inference : "vmm" (batch closed-form MM, [DPM-SGA] eq. (5), (15)); "vi" (Pyro SVI with Adam);
         or a paper's learner on minibatches under Pyro SVI (``inference.optim``): "sga", "sga-momentum",
         "sga-fisher" ([DPM-SGA] eq. (6)-(9), (16)), "svmm", "svmm-mgrad", "svmm-grad" ([PYPM-sVMM]
-        eq. (11), (13), (14) and its ablations), "natgrad-svi" (conjugate SVI, [PYPM-sVMM] Table I).
+        eq. (11), (13), (14) and its ablations), "natgrad-svi" (conjugate SVI, [PYPM-sVMM] Table I);
+        "gibbs": posterior samples, chains of exact split-merge moves over the partition
+        (``inference.stick_mixture.sampler``; ``samples_``, ``coclustering_``, ``to_arviz()``).
     alpha : a0 of the Beta(1, a0) sticks.
     covariance : the component family (``bnpzoo.families``): "full" (a covariance per cluster,
         Normal-Wishart prior), "diag" (a variance per cluster and feature, Normal-Gamma), "spherical"
@@ -60,9 +62,10 @@ class DPGMM(LearnedCovariance, StickMixture):
     _renamed = {"sigma": "scale"}
 
     def __init__(self, *, truncation=50, inference="vmm", alpha=1.0, covariance=None, scale=None, prior_precision=1.0,
-                 pruning_precision=None, split_moves=None, assignment=None, guide="map", max_iter=500, tol=1e-5,
+                 pruning_precision=None, split_moves=None, assignment=None, guide="map", max_iter=None, tol=1e-5,
                  prune_threshold=1e-3, batch_size=None, learning_rate=None, n_init=3, device=None, dtype="float32",
-                 random_state=None, verbose=False, data_parallel=False, sigma=None):
+                 random_state=None, verbose=False, data_parallel=False, num_chains=None,
+                 warmup=None, sigma=None):
         self._store(locals())
 
     @property

@@ -32,6 +32,7 @@ import torch
 from bnpzoo._validation import SEED, Interval, OneOf, batch_features, is_stream
 from bnpzoo.base import FittedTensor, MixtureEstimator, as_numpy, offered_if, warn_if_unconverged
 from bnpzoo.caller_state import keeps_caller_state
+from bnpzoo.diagnostics import arviz, check_mixing
 from bnpzoo.docstrings import undocumented
 from bnpzoo.families import ComponentPrior, TracedFamily, checked
 from bnpzoo.inference import data_parallel
@@ -43,6 +44,8 @@ from bnpzoo.mapped import centred_gram, column_sums, passes, take
 from bnpzoo.inference.stick_mixture.learners import (GENERIC, INFERENCE, LEARNERS, STOCHASTIC, FitOutcome,
                                                       learner)
 from bnpzoo.inference.stick_mixture.session import Options, Program, Pruning, Start, StochasticSession
+from bnpzoo.inference.stick_mixture.sampler import StickMixtureKernel, coclustering, run_chains
+from bnpzoo.inference.stick_mixture.split_merge import Target
 from bnpzoo.ops import (conjugate_sticks, default_sigma, relative_spreads, stick_breaking_log_weights,
                         weights_to_sticks)
 from bnpzoo.threads import fit_threads, small_work
@@ -59,6 +62,8 @@ VMM_BATCH = 50_000
 START_FIT_ROWS, START_CLUSTERS = 5000, 2
 # a learned spread's prior guess is the data's covariance over this (``StickMixture._component_prior``)
 SPREAD_SHRINK = 4.0
+# the sampler records the labels of at most this many rows, drawn at random, for ``coclustering_``
+COCLUSTERED_ROWS = 1000
 
 # the arguments every stick mixture shares, with their allowed values
 COMMON_CONSTRAINTS = {
@@ -78,6 +83,8 @@ COMMON_CONSTRAINTS = {
     "random_state": SEED,
     "verbose": OneOf(True, False),
     "data_parallel": OneOf(False, True),
+    "num_chains": Interval(int, 1, optional=True),
+    "warmup": Interval(int, 0, optional=True),
 }
 SHARED_PARAMETERS = """
     prior_precision : lambda0; each mean has prior N(mean of X, std^2 / lambda0) per feature, and
@@ -109,7 +116,8 @@ SHARED_PARAMETERS = """
     guide : "map" (Delta sites) or "mean-field" (Normal means, Beta sticks); vi only (the papers'
         learners use the MAP guide, natgrad-svi the conjugate mean-field guide).
     max_iter : the most iterations (SVI: steps) a fit runs; None: the estimator's default (500;
-        ``PYPGGM``: 2,000 for a likelihood other than the Gaussian). A fit that reaches it before
+        ``PYPGGM``: 2,000 for a likelihood other than the Gaussian). For gibbs, the sweeps each
+        chain keeps (None: 200). A fit that reaches it before
         its convergence test passes warns (``ConvergenceWarning``).
     tol : what counts as converged: for vmm with hard assignments, at most a fraction tol of the
         samples changed cluster in an iteration; for vmm with soft assignments and the SVI learners,
@@ -144,6 +152,10 @@ SHARED_PARAMETERS = """
         minibatches from seed + r).
     verbose : progress bar; vmm's shows each iteration's clusters, objective and the seconds of its
         parts (the pass over the data, births, merges with their refinements).
+    num_chains : the sampler's chains (inference="gibbs"; None: 4), run in worker processes where
+        the machine has a core for each beside the caller's, else one after the other; R-hat and ESS
+        of ``samples_`` compare them.
+    warmup : the sampler's sweeps per chain before those it keeps (None: half of max_iter).
     data_parallel : fit with the ranks of the ``torch.distributed`` default process group (started
         by ``torchrun``, or by the caller's ``init_process_group``), the stochastic learners only.
         Every rank calls ``fit(X)`` with its own rows X; each step's minibatch is the union of the
@@ -181,13 +193,22 @@ FITTED_ATTRIBUTES = """
     labels_ : each training row's cluster (in a data-parallel fit, this rank's rows; in a stream, the
         last batch's).
     n_features_in_, fit_seconds_ : D, and the fit's wall time in seconds.
+    samples_ : the sampler's draws by chain (inference="gibbs"), each (num_chains, max_iter): ``log_joint``,
+        ln p(partition, X) with the clusters' parameters integrated out, and ``n_clusters``; None for
+        the other learners. ``to_arviz()`` gives them to ArviZ (R-hat, ESS, trace plots).
+    coclustering_ : (m, m) the share of the sampler's kept sweeps in which two of the rows
+        ``coclustering_rows_`` (at most 1,000 of the training rows, drawn at random, in order) share
+        a cluster; None for the other learners.
+    acceptance_ : the sampler's accepted share of split and of merge proposals.
+    rhat_ : the sampler's R-hat of ``log_joint`` and of ``n_clusters`` over its chains (split R-hat,
+        one chain too); above 1.1 the fit warns (``ConvergenceWarning``) with the sweeps that would do.
     model_kwargs_ : the program's keyword arguments, the data-driven defaults filled in.
     tensors_ : the tensors behind the fitted arrays, on the fit's device (``tensors_["means_"]``, ...);
         the attributes themselves are numpy arrays, as scikit-learn's.
 """
 FITTED = ("means_", "components_", "sticks_", "weights_", "n_clusters_", "scale_", "elbo_trace_", "phase_starts_",
           "converged_", "n_iter_", "counts_", "n_features_in_", "fit_seconds_", "mean_scale_", "stick_concentration_",
-          "elbo_seconds_", "labels_")
+          "elbo_seconds_", "labels_", "samples_", "coclustering_", "coclustering_rows_", "acceptance_", "rhat_")
 
 
 class StickMixture(MixtureEstimator):
@@ -203,6 +224,8 @@ class StickMixture(MixtureEstimator):
     means_, weights_, sticks_, counts_ = FittedTensor(), FittedTensor(), FittedTensor(), FittedTensor()
     scale_, mean_scale_, stick_concentration_ = FittedTensor(), FittedTensor(), FittedTensor()
     components_ = FittedTensor({}, has_default=True)  # files saved before the learned spreads hold none
+    # the sampler's (``_record_chains``); None for the other learners and in files saved before it
+    samples_ = coclustering_ = coclustering_rows_ = acceptance_ = rhat_ = None
 
     # -- fitting -----------------------------------------------------------------------------
     @fit_threads
@@ -235,6 +258,48 @@ class StickMixture(MixtureEstimator):
                       batch_size=self.batch_size or VMM_BATCH, verbose=self.verbose, clock_start=start)
         return FitOutcome(fit.point, fit.sticks, None, fit.objective_trace, fit.seconds, fit.n_iter, fit.converged,
                           fit.phase_starts)
+
+    def _fit_sampler(self, x, family, start) -> FitOutcome:
+        """gibbs: chains of the split-merge sampler from one cluster (``inference.stick_mixture.sampler``),
+        under the prior vmm fits with (the fixed family's scale from the K-means start); the fitted
+        clusters are the last partition of the chain that ends highest."""
+        _, _, self.scale_, prior_mean, _ = self._start(x, self._start_sample(x, KMEANS_SAMPLE))
+        prior = self._component_prior(x, prior_mean, self._fitted("scale_"))
+        scaled = x / x.std(0).clamp_min(torch.finfo(x.dtype).tiny)  # the split templates' units
+        target = Target(family, prior, scaled=scaled, **self._stick_prior())
+        watched = torch.randperm(x.shape[0])[:COCLUSTERED_ROWS].sort().values
+        kernel = StickMixtureKernel(target, x, rows_term=family.rows_term(x, prior), watched=watched,
+                                    seed=None if self.random_state is None else int(self.random_state))
+        chains = run_chains(kernel, num_samples=self._iterations(), warmup=self._warmup(),
+                            num_chains=self._num_chains(), verbose=self.verbose)
+        self.coclustering_rows_ = watched.numpy()
+        best = chains.chains[chains.best]
+        stick, counts = self._stick_prior(), best["stats"]["count"]
+        order = torch.argsort(counts, descending=True)
+        stats = {name: value[order].to(x.device) for name, value in best["stats"].items()}
+        point = family.point(family.natural(stats, prior), prior)
+        shares = (stats["count"] - stick["discount"]) / (x.shape[0] + stick["alpha"])  # E[pi_k | partition]
+        weights = torch.cat([shares, 1 - shares.sum(0, keepdim=True)]).to(x.dtype)
+        return FitOutcome(point, weights_to_sticks(weights)[: order.numel() - 1], None, best["trace"], best["seconds"],
+                          len(best["trace"]), True, chains=chains)
+
+    def _warmup(self) -> int:
+        """The sampler's dropped sweeps per chain: ``warmup``, or half the kept ones."""
+        return self.warmup if self.warmup is not None else self._iterations() // 2
+
+    def _num_chains(self) -> int:
+        return self.num_chains if self.num_chains is not None else self._learner().chains
+
+    def _record_chains(self, chains) -> None:
+        """The sampler's summaries: each chain's draws, the watched rows' co-clustering, the moves taken."""
+        self.mcmc_ = chains.mcmc
+        self.samples_ = {name: value.cpu() for name, value in chains.mcmc.get_samples(group_by_chain=True).items()}
+        self.rhat_ = check_mixing(self.samples_, ("log_joint", "n_clusters"), self._iterations(), stacklevel=7)
+        recorded = torch.cat([chain["recorded"] for chain in chains.chains])
+        self.coclustering_ = coclustering(recorded).numpy()
+        moves = {kind: (sum(c["accepted"][kind] for c in chains.chains), sum(c["tried"][kind] for c in chains.chains))
+                 for kind in ("split", "merge")}
+        self.acceptance_ = {kind: taken / max(tried, 1) for kind, (taken, tried) in moves.items()}
 
     def _vmm_settings(self, family) -> dict:
         """vmm's settings (``vmm.VMMSettings``) from this estimator's arguments, for its fit and for
@@ -413,6 +478,9 @@ class StickMixture(MixtureEstimator):
         if self.data_parallel and not chosen.svi:
             raise ValueError(f"data_parallel=True needs an SVI learner ({', '.join(LEARNERS)}), not "
                              f"inference={self.inference!r}")
+        for name in ("num_chains", "warmup"):
+            if getattr(self, name, None) is not None and chosen.chains is None:
+                raise ValueError(f"{name} applies to inference='gibbs' (the sampler), not inference={self.inference!r}")
         if self.learning_rate is not None and chosen.learning_rate is None:
             raise ValueError(f"learning_rate does not apply to inference={self.inference!r}, whose steps follow "
                              "their own rule")
@@ -471,8 +539,9 @@ class StickMixture(MixtureEstimator):
         return self.max_iter if self.max_iter is not None else self._default_iterations()
 
     def _default_iterations(self) -> int:
-        """The iteration (SVI: step) cap that ``max_iter=None`` stands for."""
-        return 500
+        """The iteration (SVI: step) cap that ``max_iter=None`` stands for: the learner's own (the
+        sampler's kept sweeps), else 500."""
+        return self._learner().iterations or 500
 
     def _run_session(self, x, max_iter, clock_start, stream=False):
         batch, group = self._batch_size(x.shape[0]), self._group()
@@ -577,6 +646,8 @@ class StickMixture(MixtureEstimator):
         self.elbo_trace_, self.elbo_seconds_ = [float(v) for v in outcome.trace], [float(v) for v in outcome.seconds]
         self.phase_starts_ = list(outcome.phase_starts)
         self.n_iter_, self.converged_ = outcome.n_iter, bool(outcome.converged)
+        if outcome.chains is not None:
+            self._record_chains(outcome.chains)
         self.fit_seconds_ = time.perf_counter() - start
         self._check_finite(bound=self.elbo_trace_, means=self._fitted("means_"), weights=self._fitted("weights_"),
                            scale=self._fitted("scale_"))
@@ -654,6 +725,18 @@ class StickMixture(MixtureEstimator):
     def _log_joint_table(self, x):
         return self._fitted("weights_").log() + self._family().log_density(x, self._point())
 
+    def to_arviz(self, X=None, *, num_draws: int = 200, random_state: int | None = 0):
+        """With X, ArviZ InferenceData of draws from the fitted posterior factors and the log-likelihood
+        of X's rows (``MixtureEstimator.to_arviz``); without X, the sampler's chains (inference="gibbs":
+        ``samples_`` as the ``posterior`` group, for ``arviz.summary``, ``arviz.rhat``, ``plot_trace``)."""
+        if X is not None:
+            return super().to_arviz(X, num_draws=num_draws, random_state=random_state)
+        self._check_fitted()
+        if self.samples_ is None:
+            raise ValueError(f"to_arviz() without X exports a sampler's chains, and inference={self.inference!r} "
+                             "has none: give X (the rows whose log-likelihood to export)")
+        return arviz().from_dict(posterior={name: np.asarray(value) for name, value in self.samples_.items()})
+
     def _posterior_draws(self, num_draws, rng):
         means = self._fitted("means_")
         as_tensor = lambda a: torch.as_tensor(a, dtype=means.dtype, device=means.device)
@@ -718,7 +801,8 @@ class MixtureSVI(StickMixture):
 
     _parameter_constraints = {
         "inference": OneOf(*GENERIC),
-        **{name: c for name, c in COMMON_CONSTRAINTS.items() if name not in ("prior_precision", "split_moves")},
+        **{name: c for name, c in COMMON_CONSTRAINTS.items()
+           if name not in ("prior_precision", "split_moves", "num_chains", "warmup")},
     }
     _fitted_attributes = FITTED + ("model_kwargs_",)
     _unsaved_params = ("model",)

@@ -38,7 +38,8 @@ class PYPGGM(LearnedCovariance, StickMixture):
         assignments, eq. (20), closed-form sticks, eq. (21), pruning, V.D); its ablations
         "svmm-mgrad" and "svmm-grad" (section VI.C); the other gradient learners "sga",
         "sga-momentum", "vi"; and, for the Gaussian (rho = 2) only, "vmm" (batch closed form),
-        "natgrad-svi" ("SVI: DPM", Table I) and "sga-fisher".
+        "natgrad-svi" ("SVI: DPM", Table I), "sga-fisher" and "gibbs" (posterior samples by exact
+        split-merge moves, in which the discount acts on every move: ``inference.stick_mixture.sampler``).
     likelihood : "gaussian" (rho = 2, the default) or "laplace" (rho = 1, the paper's best on its
         data, with a fixed scale); ignored when rho is given.
     rho : the GGD shape, any number >= 1 (None: from ``likelihood``). Larger is lighter-tailed.
@@ -67,14 +68,14 @@ class PYPGGM(LearnedCovariance, StickMixture):
                  discount=0.0, alpha=1.0, scale=None, prior_precision=1.0, pruning_precision=None, split_moves=None,
                  assignment=None, guide="map", max_iter=None, tol=1e-5, prune_threshold=1e-3, batch_size=None,
                  learning_rate=None, n_init=3, device=None, dtype="float32", random_state=None, verbose=False,
-                 data_parallel=False):
+                 data_parallel=False, num_chains=None, warmup=None):
         self._store(locals())
 
     def _default_iterations(self) -> int:
         """``max_iter=None``: 2,000 for a generalized Gaussian of rho != 2 (the fixed-scale family under
         svmm took 990 to 1,490 steps to converge on digits and on R's ISLR Auto, random_state 0-2, and
-        stopped unconverged at 500), else 500 as ``DPGMM``'s."""
-        return 2000 if self.rho_ != 2 else 500
+        stopped unconverged at 500), else ``DPGMM``'s."""
+        return 2000 if self.rho_ != 2 else super()._default_iterations()
 
     @property
     def rho_(self) -> float:

@@ -106,7 +106,7 @@ def test_fit_writes_each_rows_cluster(tmp_path, capsys):
 @pytest.mark.parametrize("argv, message", [
     (["fit", "dp-gmm", "--inference", "vmm", "--data", "digits", "--scale", "0"], "scale"),
     (["fit", "dp-gmm", "--inference", "vmm", "--data", "digits", "--truncation", "0"], "truncation"),
-    (["fit", "dp-gmm", "--inference", "gibbs", "--data", "digits"], "inference"),
+    (["fit", "dp-gmm", "--inference", "online-vi", "--data", "digits"], "inference"),
     (["fit", "dp-gmm", "--inference", "vmm", "--data", "missing.csv"], "does not exist"),
     (["fit", "dp-gmm", "--inference", "vmm", "--data", "digits", "--bogus", "1"], "unrecognized"),
     (["fit", "no-such-model", "--inference", "vmm", "--data", "digits"], "invalid choice"),

@@ -23,7 +23,7 @@ def test_bad_input_is_a_value_error_naming_the_problem(X, message):
 
 @pytest.mark.parametrize("params, name", [
     ({"truncation": 0}, "truncation"), ({"sigma": 0.0}, "sigma"), ({"sigma": -1.0}, "sigma"),
-    ({"alpha": 0}, "alpha"), ({"inference": "gibbs"}, "inference"), ({"max_iter": 2.5}, "max_iter"),
+    ({"alpha": 0}, "alpha"), ({"inference": "online-vi"}, "inference"), ({"max_iter": 2.5}, "max_iter"),
     ({"prune_threshold": 1.0}, "prune_threshold"), ({"device": "tpu"}, "device"),
 ])
 def test_bad_hyperparameters_are_rejected_at_fit_with_their_name(params, name):

@@ -386,8 +386,8 @@ print(json.dumps(out))
 def test_the_same_seed_gives_bitwise_identical_parameters_in_two_processes():
     runs = [json.loads(subprocess.run([sys.executable, "-c", REPRODUCE], capture_output=True, text=True,
                                       check=True).stdout.strip().splitlines()[-1]) for _ in range(2)]
-    # ten distinct fits, each reproduced: svmm-grad is sga under another name ([PYPM-sVMM] case 1), and
+    # eleven distinct fits (the sampler's too), each reproduced: svmm-grad is sga under another name ([PYPM-sVMM] case 1), and
     # with a learned covariance (these blobs' default) sga-fisher's preconditioner is the exact Fisher
     # of the conjugate factors, so its step is sga's on the natural gradient (session.Learner.natural_rule)
-    assert len(runs[0]) == 12 and len(set(runs[0].values())) == 10 and runs[0] == runs[1]
+    assert len(runs[0]) == 13 and len(set(runs[0].values())) == 11 and runs[0] == runs[1]
     assert runs[0]["sga"] == runs[0]["svmm-grad"] == runs[0]["sga-fisher"]

@@ -25,6 +25,7 @@ sum_n x_n x_n^T of data far from zero would otherwise cancel against N m m^T in 
 
 from dataclasses import dataclass, replace
 
+import pyro
 import torch
 
 from bnpzoo.families.contract import Capabilities
@@ -65,7 +66,7 @@ class ConjugateFamily:
     name = "conjugate"
     # each cluster's spread is learned (its point estimate beside the mean), and merges close what
     # K-means split (``families.contract``)
-    capabilities = Capabilities(frozenset({"vmm", "natural"}), moves=True, spread_prior=True)
+    capabilities = Capabilities(frozenset({"vmm", "natural", "evidence"}), moves=True, spread_prior=True)
     # kappa0 of the learners' pruning phase (``inference.stick_mixture.vmm``): none for a learned spread, whose
     # merge moves close the clusters K-means split off (on three blobs of 200 rows a phase at 20 left
     # a fourth cluster of 2 outlying rows, at a bound 3 nats lower than without it)
@@ -132,6 +133,26 @@ class ConjugateFamily:
         """Sample the program's cluster sites from the factors q, under the ``"clusters"`` plate (the
         mean-field guide of natural-gradient SVI)."""
         raise NotImplementedError
+
+    def draw(self, q: dict, prior: ComponentPrior) -> dict:
+        """One draw of every cluster's parameters from the factors q (the exact posterior where q is
+        ``natural(stats)``), as the point that ``log_density`` scores: ``sample_factor``'s sites, read
+        by ``point_of_sites``. Torch's generator draws them."""
+        trace = pyro.poutine.trace(self.sample_factor).get_trace(q, prior)
+        sites = {name: site["value"] for name, site in trace.nodes.items() if site["type"] == "sample"}
+        return self.point_of_sites(sites, prior)
+
+    def point_of_sites(self, sites: dict, prior: ComponentPrior) -> dict:
+        """The point ``log_density`` scores at the program's cluster sites ``sites`` (``mu``, ...)."""
+        raise NotImplementedError
+
+    def log_evidence(self, stats: dict, prior: ComponentPrior) -> torch.Tensor:
+        """ln p(x_k) of each cluster's rows with theta_k integrated out, (K,), less ``rows_term`` (the
+        same for every partition of the rows): the bound E_q ln f(x_k | theta) - KL(q || p) at the
+        exact posterior q = ``natural(stats)``, where it is tight. What the sampler's moves score
+        (``inference.stick_mixture.split_merge``)."""
+        q = self.natural(stats, prior)
+        return self.expected_data_term(q, stats, prior) - self.kl(q, prior)
 
     @staticmethod
     def add(first: dict, second: dict) -> dict:

@@ -31,7 +31,7 @@ class BetaBernoulliFamily(ConjugateFamily):
     name = "Bernoulli"
     covariance = "bernoulli"
     # a probability per feature and no spread beside it: Sigma0 means nothing here
-    capabilities = Capabilities(frozenset({"vmm", "natural"}), moves=True, spread_prior=False)
+    capabilities = Capabilities(frozenset({"vmm", "natural", "evidence"}), moves=True, spread_prior=False)
 
     def natural(self, stats: dict, prior: ComponentPrior) -> dict:
         count, m0 = stats["count"][:, None], prior_means(prior.mean).to(stats["sum"])
@@ -69,6 +69,10 @@ class BetaBernoulliFamily(ConjugateFamily):
 
     def sample_factor(self, q: dict, prior: ComponentPrior) -> None:
         pyro.sample("mu", dist.Beta(q["a"].to(prior.mean.dtype), q["b"].to(prior.mean.dtype)).to_event(1))
+
+    @staticmethod
+    def point_of_sites(sites: dict, prior: ComponentPrior) -> dict:
+        return {"means": sites["mu"].to(prior.mean.dtype)}
 
     @staticmethod
     def variances(point: dict) -> torch.Tensor:

@@ -5,7 +5,8 @@
 A family's capabilities, each a decision the learners take from it:
 
     closed_forms  "vmm" (batch closed-form updates), "natural" (the conjugate natural-gradient
-                  estimate), "fisher" (SGA+F's per-sample Fisher): which learners can fit it
+                  estimate), "fisher" (SGA+F's per-sample Fisher), "evidence" (a cluster's marginal
+                  likelihood and draws from its exact posterior: the sampler): which learners can fit it
     moves         how the clusters K-means made too many (or too few) are closed and opened: True,
                   by births and merges judged on memoized statistics, from a start of a few clusters,
                   with soft assignments, every learner (vi too) on the conjugate factors whose record
@@ -23,7 +24,7 @@ from typing import Protocol
 
 import torch
 
-CLOSED_FORMS = frozenset({"vmm", "natural", "fisher"})
+CLOSED_FORMS = frozenset({"vmm", "natural", "fisher", "evidence"})
 
 
 @dataclass(frozen=True)
@@ -78,6 +79,15 @@ class MovingComponents(ConjugateComponents, Protocol):
     def split_views(self, rows, prior): ...
 
 
+class SampledComponents(ConjugateComponents, Protocol):
+    """What "evidence" adds: ln p(x_k) with theta_k integrated out, and posterior draws of theta_k."""
+
+    def expected_data_term(self, q, stats, prior) -> torch.Tensor: ...
+    def log_evidence(self, stats, prior) -> torch.Tensor: ...
+    def draw(self, q, prior) -> dict: ...
+    def point_of_sites(self, sites, prior) -> dict: ...
+
+
 def _members(protocol) -> set:
     """The names a Protocol and the protocols it extends declare."""
     return {name for cls in protocol.__mro__ if getattr(cls, "_is_protocol", False) and cls is not Protocol
@@ -85,7 +95,8 @@ def _members(protocol) -> set:
 
 
 REQUIRED = {"base": _members(ComponentFamily), "vmm": _members(ConjugateComponents),
-            "natural": _members(ConjugateComponents), "fisher": set(), "moves": _members(MovingComponents)}
+            "natural": _members(ConjugateComponents), "fisher": set(), "moves": _members(MovingComponents),
+            "evidence": _members(SampledComponents)}
 
 
 def checked(family):

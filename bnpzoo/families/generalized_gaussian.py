@@ -34,7 +34,8 @@ class GeneralizedGaussianFamily(ConjugateFamily):
         self.rho = float(rho)
         # conjugate at rho = 2 only; one fixed scale: a pruning phase closes surplus clusters, and
         # Sigma0 is the component covariance itself (``families.contract``)
-        self.capabilities = Capabilities(frozenset({"vmm", "natural", "fisher"}) if self.rho == 2.0 else frozenset())
+        self.capabilities = Capabilities(frozenset({"vmm", "natural", "fisher", "evidence"}) if self.rho == 2.0
+                                         else frozenset())
 
     @property
     def pruning_precision(self) -> float:
@@ -100,6 +101,10 @@ class GeneralizedGaussianFamily(ConjugateFamily):
         q = {name: value.to(prior.mean.dtype) for name, value in q.items()}
         mean = q["weighted"] / q["precision"][:, None] + prior.mean
         pyro.sample("mu", dist.Normal(mean, prior.std * q["precision"].rsqrt()[:, None]).to_event(1))
+
+    @staticmethod
+    def point_of_sites(sites: dict, prior: ComponentPrior) -> dict:
+        return {"means": sites["mu"].to(prior.mean.dtype), "std": prior.std}
 
     def correction(self, q: dict) -> torch.Tensor:
         return -q["weighted"].shape[1] / (2 * q["precision"])

@@ -97,6 +97,11 @@ class NormalGammaFamily(ConjugateFamily):
             tau = pyro.sample("precision", dist.Gamma(shape.expand_as(rate), rate).to_event(1))
         pyro.sample("mu", dist.Normal(mean, (q["kappa"][:, None] * tau).rsqrt()).to_event(1))
 
+    def point_of_sites(self, sites: dict, prior: ComponentPrior) -> dict:
+        mean, precision = sites["mu"], sites["precision"]
+        precision = precision[:, None].expand_as(mean) if self.pooled else precision
+        return {"means": mean.to(prior.mean.dtype), "precisions": precision.to(prior.mean.dtype)}
+
     def log_density(self, x: torch.Tensor, point: dict) -> torch.Tensor:
         return diagonal_gaussian_log_density(x, point["means"], point["precisions"])
 

@@ -126,6 +126,33 @@ class NormalWishartFamily(ConjugateFamily):
         mean = q["weighted"] / q["kappa"][:, None] + prior.mean
         pyro.sample("mu", dist.MultivariateNormal(mean, precision_matrix=q["kappa"][:, None, None] * lam))
 
+    def draw(self, q: dict, prior: ComponentPrior) -> dict:
+        """Lambda_k ~ Wishart(nu_k, W_k) and mu_k ~ N(m_k, (kappa_k Lambda_k)^-1) with the triangular factor
+        of Lambda_k drawn directly (Bartlett, upper-triangular): W_k = U U^T with U = C^-T (C C^T = W_k^-1),
+        B upper triangular with B_ii^2 ~ chi2(nu_k - D + i), B_ij ~ N(0, 1) above the diagonal; then
+        F = U B has F F^T ~ Wishart(nu_k, W_k) (as P A P, A Bartlett's lower factor and P the reversal,
+        is B), and mu_k = m_k + F^-T e / sqrt(kappa_k). No Cholesky of a draw: torch's Wishart warns of
+        singular draws at nu in the thousands."""
+        c = self._inverse_scale_factor(q)
+        k, d = c.shape[0], c.shape[-1]
+        eye = torch.eye(d, dtype=c.dtype, device=c.device).expand_as(c)
+        upper = torch.linalg.solve_triangular(c, eye, upper=False).transpose(-2, -1)
+        dof = q["dof"][:, None] - d + torch.arange(1, d + 1, dtype=c.dtype, device=c.device)
+        chi = (2 * torch.distributions.Gamma(dof / 2, torch.ones_like(dof)).sample()).sqrt()
+        bartlett = torch.randn(k, d, d, dtype=c.dtype, device=c.device).triu(1) + torch.diag_embed(chi)
+        factor = upper @ bartlett
+        noise = torch.randn(k, d, 1, dtype=c.dtype, device=c.device)
+        shift = torch.linalg.solve_triangular(factor.transpose(-2, -1), noise, upper=False)[..., 0]
+        means = q["weighted"] / q["kappa"][:, None] + shift * q["kappa"].rsqrt()[:, None] + prior.mean.to(c)
+        dtype = prior.mean.dtype
+        return {"means": means.to(dtype), "precision_factor": factor.to(dtype)}
+
+    @staticmethod
+    def point_of_sites(sites: dict, prior: ComponentPrior) -> dict:
+        """The mean and the precision's Cholesky factor (the precision drawn in float64)."""
+        dtype = prior.mean.dtype
+        return {"means": sites["mu"].to(dtype), "precision_factor": _cholesky(sites["precision"]).to(dtype)}
+
     def log_density(self, x: torch.Tensor, point: dict) -> torch.Tensor:
         return full_gaussian_log_density(x, point["means"], point["precision_factor"])
 

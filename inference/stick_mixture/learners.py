@@ -5,7 +5,8 @@ from there on code asks the record what it is and what it can do, never its name
 
 - ``BatchLearner`` (vmm, ``inference.stick_mixture.vmm``): closed-form passes over every row;
 - ``Learner`` (the SVI learners, ``inference.stick_mixture.session``): a guide, a paper's
-  optimizer on it and its rule on the conjugate factors' natural gradient (the session's docstring).
+  optimizer on it and its rule on the conjugate factors' natural gradient (the session's docstring);
+- ``Sampler`` (gibbs, ``inference.stick_mixture.sampler``): chains of exact moves over the partition.
 
 Each record's ``fit(estimator, x, family, clock_start)`` checks what it needs from the family
 (``families.contract.Capabilities.closed_forms``) and returns a ``FitOutcome``; the estimator gives
@@ -20,7 +21,7 @@ import torch
 from bnpzoo.inference import optim as optimizers
 
 CLOSED_FORMS = {"fisher": "per-sample Fisher", "natural": "conjugate natural-gradient estimate",
-                "vmm": "batch closed-form (VMM) update"}
+                "vmm": "batch closed-form (VMM) update", "evidence": "cluster evidence (a conjugate prior)"}
 
 
 @dataclass
@@ -37,6 +38,7 @@ class FitOutcome:
     n_iter: int = 0
     converged: bool = False
     phase_starts: list = field(default_factory=lambda: [0])
+    chains: object = None  # a sampler's chains (``inference.stick_mixture.sampler.Chains``)
 
 
 class _Checks:
@@ -61,11 +63,33 @@ class BatchLearner(_Checks):
     enumerates = False
     streams = False  # no partial_fit
     svi = False  # no guide, no data-parallel fit
+    iterations = None  # the estimator's default
+    chains = None  # no chains
     batch = True  # a step is a pass over every row (``split_moves`` is its switch)
 
     def fit(self, estimator, x, family, clock_start: float) -> FitOutcome:
         self.check(family)
         return estimator._fit_batch(x, family, clock_start)
+
+
+@dataclass(frozen=True)
+class Sampler(_Checks):
+    """gibbs: split-merge moves and a parallel label step over the partition, several chains under
+    ``pyro.infer.MCMC`` (``inference.stick_mixture.sampler``); its iterations are kept sweeps."""
+
+    name: str = "gibbs"
+    needs: str = "evidence"
+    learning_rate = None  # no step size
+    iterations = 200  # kept sweeps per chain when max_iter is None
+    chains = 4  # when num_chains is None: R-hat needs several
+    enumerates = False
+    streams = False
+    svi = False
+    batch = False
+
+    def fit(self, estimator, x, family, clock_start: float) -> FitOutcome:
+        self.check(family)
+        return estimator._fit_sampler(x, family, clock_start)
 
 
 @dataclass(frozen=True)
@@ -89,6 +113,8 @@ class Learner(_Checks):
     enumerates: bool = False
     svi = True
     batch = False
+    iterations = None  # the estimator's default
+    chains = None  # no chains
 
     @property
     def streams(self) -> bool:
@@ -141,7 +167,7 @@ LEARNERS = _named(
     Learner("natgrad-svi", "natural", None, lambda lr, unit, board: optimizers.natural_gradient_svi(),
             lambda lr: optimizers.natural_gradient_svi(), needs="natural", convex=True),
 )  # the SVI learners
-REGISTRY = _named(BatchLearner(), *LEARNERS.values())  # every stick mixture's learner
+REGISTRY = _named(BatchLearner(), *LEARNERS.values(), Sampler())  # every stick mixture's learner
 INFERENCE = tuple(REGISTRY)
 STOCHASTIC = tuple(name for name, spec in REGISTRY.items() if spec.streams)  # those with partial_fit
 GENERIC = tuple(name for name, spec in LEARNERS.items() if spec.needs is None)  # those a user's program can take

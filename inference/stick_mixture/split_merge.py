@@ -1,0 +1,232 @@
+"""Split and merge moves over the partition of the rows, exact Metropolis-Hastings steps of the
+collapsed posterior p(partition | x) of a DP or Pitman-Yor mixture with conjugate clusters.
+
+The target. With theta_k integrated out, a partition into K clusters of sizes n_k has
+
+    ln p(partition, x) = sum_{j=1}^{K-1} ln(alpha + j d) - ln (alpha + 1)_{N-1}
+                         + sum_k [ln Gamma(n_k - d) - ln Gamma(1 - d)] + sum_k ln p(x_k)
+
+(Pitman's exchangeable partition function; d = 0 is the Dirichlet process), ln p(x_k) the
+family's ``log_evidence`` of the cluster's statistics. The discount enters every move through
+``split_prior``: a split multiplies the partition's prior by (alpha + K d) Gamma(n_a - d)
+Gamma(n_b - d) / (Gamma(1 - d) Gamma(n_a + n_b - d)), which for d > 0 favours small clusters.
+
+The moves (one ``SplitMergeMove`` a call, ``attempt``). A row r is drawn uniformly (its choice does
+not depend on the state, so that it cancels); with probability 1/2 its cluster c is split, else
+merged with a partner j:
+
+    split  rows of c go to two sides drawn independently from a two-piece template of c's rows
+           (``template``: two seeds, the first a random row, the second drawn k-means++-like, a few
+           2-means rounds, then each row's probability of each side under a diagonal Gaussian per
+           side); q_split = the probability of the pair of sides, either way round;
+    merge  j ~ P(j | c), a mixture of the softmax of the merge's own log target ratio over the other
+           clusters and the uniform (``partner_log_probs``, ``UNIFORM_SHARE``).
+
+Both are one kernel: the reverse of a split of c into (a, b), r in a, is the merge of a with b
+(probability P(b | a) in the split state), and the reverse of a merge is the split of the merged
+cluster with a fresh template (the template's seeds are drawn anew each time, independently of the
+state, so the kernel is a mixture over them of reversible kernels). The acceptance is
+
+    split  min(1, p(z') / p(z) * P(b | a; z') / q_split(a, b))
+    merge  min(1, p(z') / p(z) * q_split(c, j; template of c u j) / P(j | c; z))
+
+the coin (1/2) and the row (1 / N) cancelling. Unlike Chang and Fisher's (2013) sub-cluster moves,
+whose merge ratio is approximate, every probability here is computed exactly; the template is
+theirs in spirit (a split along the cluster's own two-piece structure), made fresh for each
+proposal. ``tests/test_stick_sampler.py`` checks the moves alone against the enumerated posterior.
+"""
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+UNIFORM_SHARE = 0.1  # the partner proposal's uniform part: every pair can be proposed
+TEMPLATE_ROUNDS = 4  # 2-means rounds of a split's template
+TEMPLATE_ROWS = 256  # the most rows a template is fitted on (it then scores them all)
+
+
+def split_prior(alpha: float, discount: float, k: int, n_a, n_b) -> torch.Tensor:
+    """ln p(split partition) - ln p(partition) of the stick prior, from K = ``k`` clusters to K + 1,
+    one cluster of n_a + n_b rows cut into n_a and n_b (the module docstring)."""
+    n_a, n_b = torch.as_tensor(n_a, dtype=torch.float64), torch.as_tensor(n_b, dtype=torch.float64)
+    d = discount
+    return (math.log(alpha + k * d) + torch.lgamma(n_a - d) + torch.lgamma(n_b - d) - torch.lgamma(n_a + n_b - d)
+            - math.lgamma(1 - d))
+
+
+def log_partition_prior(counts: torch.Tensor, alpha: float, discount: float) -> torch.Tensor:
+    """ln p(partition) of clusters of sizes ``counts`` under the DP (discount 0) or Pitman-Yor prior."""
+    counts = counts.double()
+    k, n, d = counts.numel(), counts.sum(), discount
+    j = torch.arange(1, k, dtype=torch.float64, device=counts.device)
+    return (torch.log(alpha + j * d).sum() - (torch.lgamma(alpha + n) - math.lgamma(alpha + 1))
+            + (torch.lgamma(counts - d) - math.lgamma(1 - d)).sum())
+
+
+@dataclass(frozen=True)
+class Target:
+    """What the moves score: the family and its prior, the stick prior's alpha and discount, and the
+    rows in the units the templates measure distances in (each feature over its spread)."""
+
+    family: object
+    prior: object
+    alpha: float
+    discount: float
+    scaled: torch.Tensor
+
+    def evidence(self, stats: dict) -> torch.Tensor:
+        return self.family.log_evidence(stats, self.prior)
+
+    def merge_gain(self, stats: dict, evidence: torch.Tensor, c: int) -> torch.Tensor:
+        """ln p(z with c merged into j) - ln p(z) for every j, (K,) (-inf at c itself), the clusters
+        holding ``stats`` with log evidences ``evidence``."""
+        counts, k = stats["count"], stats["count"].numel()
+        merged = {name: value + value[c] for name, value in stats.items()}
+        gain = (self.evidence(merged) - evidence - evidence[c]
+                - split_prior(self.alpha, self.discount, k - 1, counts, counts[c]))
+        gain[c] = -math.inf
+        return gain
+
+
+def partner_log_probs(target: Target, stats: dict, evidence: torch.Tensor, c: int) -> torch.Tensor:
+    """ln P(j | c), (K,): the merge partner's proposal (the module docstring); -inf at c."""
+    return _mixed_with_uniform(target.merge_gain(stats, evidence, c), c)
+
+
+def _mixed_with_uniform(gain: torch.Tensor, c: int) -> torch.Tensor:
+    """ln of (1 - UNIFORM_SHARE) softmax(gain) + UNIFORM_SHARE / (K - 1), over j != c."""
+    uniform = torch.full_like(gain, -math.log(gain.numel() - 1))
+    mixed = torch.logaddexp(math.log1p(-UNIFORM_SHARE) + torch.log_softmax(gain, 0), math.log(UNIFORM_SHARE) + uniform)
+    mixed[c] = -math.inf
+    return mixed
+
+
+def _pick(weights: torch.Tensor) -> torch.Tensor:
+    """One index drawn with probability proportional to ``weights`` (all zero: uniformly)."""
+    total = weights.sum()
+    return torch.multinomial(weights if total > 0 else torch.ones_like(weights), 1)[0]
+
+
+def _squared_distances(rows: torch.Tensor, centres: torch.Tensor, scale=1.0) -> torch.Tensor:
+    """sum_d (rows_nd - centres_sd)^2 / scale_sd, (n, 2), by matrix products (no n x 2 x D tensor)."""
+    scale = torch.as_tensor(scale, dtype=rows.dtype, device=rows.device).expand_as(centres)
+    return ((rows * rows) @ (1 / scale).T - 2 * rows @ (centres / scale).T + (centres**2 / scale).sum(1)).clamp_min(0)
+
+
+def template(rows: torch.Tensor) -> torch.Tensor:
+    """ln p(side | row), (n, 2): a fresh two-piece template of a cluster's ``rows`` (scaled units), the
+    module docstring, fitted on ``TEMPLATE_ROWS`` of them drawn at random (all of them where fewer):
+    two seeds, the first a random row, the second drawn with probability proportional to its
+    squared distance from the first (k-means++), ``TEMPLATE_ROUNDS`` rounds of 2-means, then each
+    side's diagonal Gaussian (its spread shrunk toward the cluster's by one pseudo-row). It depends
+    on the rows as a set and on torch's generator only."""
+    fitted = rows if rows.shape[0] <= TEMPLATE_ROWS else rows[torch.randint(rows.shape[0], (TEMPLATE_ROWS,))]
+    first = fitted[torch.randint(fitted.shape[0], (1,))[0]]
+    centres = torch.stack([first, fitted[_pick(((fitted - first) ** 2).sum(1).double())]])
+    for _ in range(TEMPLATE_ROUNDS):
+        side = _squared_distances(fitted, centres).argmin(1)
+        sums = fitted.new_zeros(2, fitted.shape[1]).index_add_(0, side, fitted)
+        sizes = torch.bincount(side, minlength=2).to(fitted.dtype)[:, None]
+        centres = torch.where(sizes > 0, sums / sizes.clamp_min(1), centres)
+    side = _squared_distances(fitted, centres).argmin(1)
+    sizes = torch.bincount(side, minlength=2).to(fitted.dtype)
+    squares = fitted.new_zeros(2, fitted.shape[1]).index_add_(0, side, (fitted - centres[side]) ** 2)
+    spread = fitted.var(0, unbiased=False).mean().clamp_min(1e-12)
+    variances = (squares + spread) / (sizes[:, None] + 1)
+    log_density = (-0.5 * (_squared_distances(rows, centres, variances) + variances.log().sum(1))
+                   + ((sizes + 1) / (fitted.shape[0] + 2)).log())
+    return torch.log_softmax(log_density.double(), 1)
+
+
+def sides_log_prob(log_side: torch.Tensor, side: torch.Tensor) -> torch.Tensor:
+    """ln q of the unordered pair of sides ``side`` (n,) under the template ``log_side`` (n, 2)."""
+    one_way = log_side.gather(1, side[:, None]).sum()
+    other_way = log_side.gather(1, (1 - side)[:, None]).sum()
+    return torch.logaddexp(one_way, other_way)
+
+
+class SplitMergeMove:
+    """Split and merge attempts on a ``Partition`` (``inference.stick_mixture.sampler``) in place."""
+
+    def __init__(self, target: Target, x: torch.Tensor):
+        self.target, self.x = target, x
+        self.accepted = {"split": 0, "merge": 0}
+        self.tried = {"split": 0, "merge": 0}
+
+    def attempt(self, partition) -> None:
+        """One application of the kernel (the module docstring) at a uniformly drawn row."""
+        r = int(torch.randint(partition.labels.numel(), (1,))[0])
+        c = int(partition.labels[r])
+        if torch.rand(()) < 0.5:
+            self._split(partition, r, c)
+        elif partition.k > 1:
+            self._merge(partition, c)
+
+    def _rows(self, partition, *clusters) -> torch.Tensor:
+        member = partition.labels == clusters[0]
+        for other in clusters[1:]:
+            member |= partition.labels == other
+        return member.nonzero()[:, 0]
+
+    def _side_stats(self, rows, side) -> dict:
+        return self.target.family.label_statistics(self.x[rows], side, 2, self.target.prior)
+
+    def _split(self, partition, r: int, c: int) -> None:
+        rows = self._rows(partition, c)
+        if rows.numel() < 2:
+            return
+        self.tried["split"] += 1
+        log_side = template(self.target.scaled[rows])
+        side = (torch.rand(rows.numel(), dtype=log_side.dtype, device=rows.device) < log_side[:, 1].exp()).long()
+        side = side ^ side[(rows == r).nonzero()[0, 0]]  # r's side is 0: the cluster that stays c
+        pieces = self._side_stats(rows, side)
+        if not (pieces["count"] > 0).all():
+            return  # no split proposed: the state is kept
+        target = self.target
+        after = {name: torch.cat([value, pieces[name][1:]]) for name, value in partition.stats.items()}
+        for name in after:
+            after[name][c] = pieces[name][0]
+        piece_evidence = target.evidence(pieces)
+        evidence = torch.cat([partition.evidence, piece_evidence[1:]])
+        evidence[c] = piece_evidence[0]
+        log_ratio = (split_prior(target.alpha, target.discount, partition.k, pieces["count"][0], pieces["count"][1])
+                     + piece_evidence.sum() - partition.evidence[c])
+        reverse = partner_log_probs(target, after, evidence, c)[partition.k]
+        if torch.log(torch.rand((), dtype=torch.float64)) < log_ratio + reverse - sides_log_prob(log_side, side):
+            labels = partition.labels.clone()
+            labels[rows[side == 1]] = partition.k
+            partition.update(labels, after, evidence)
+            self.accepted["split"] += 1
+
+    def _merge(self, partition, c: int) -> None:
+        self.tried["merge"] += 1
+        stats, target = partition.stats, self.target
+        gain = target.merge_gain(stats, partition.evidence, c)
+        forward = _mixed_with_uniform(gain, c)
+        j = int(torch.multinomial(forward.exp(), 1)[0])
+        threshold = torch.log(torch.rand((), dtype=torch.float64)) - gain[j] + forward[j]
+        if threshold >= 0:  # rejected whatever the reverse split's ln q (at most 0): no template needed
+            return
+        rows = self._rows(partition, c, j)
+        side = (partition.labels[rows] == j).long()
+        if threshold < sides_log_prob(template(target.scaled[rows]), side):
+            labels = partition.labels.clone()
+            labels[rows] = c
+            merged = {name: value.clone() for name, value in stats.items()}
+            for name, value in merged.items():
+                value[c] += stats[name][j]
+            evidence = partition.evidence.clone()
+            evidence[c] = target.evidence({name: value[c:c + 1] for name, value in merged.items()})[0]
+            partition.update(*_drop(labels, merged, evidence, j))
+            self.accepted["merge"] += 1
+
+
+def _drop(labels: torch.Tensor, stats: dict, evidence: torch.Tensor, j: int):
+    """Labels, statistics and evidences without the (emptied) cluster j: the last takes its index."""
+    last = evidence.numel() - 1
+    if j != last:
+        labels[labels == last] = j
+        for value in (*stats.values(), evidence):
+            value[j] = value[last]
+    return labels, {name: value[:last] for name, value in stats.items()}, evidence[:last]

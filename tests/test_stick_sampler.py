@@ -1,0 +1,210 @@
+"""The stick mixtures' sampler (``inference.stick_mixture.sampler``, ``split_merge``): each move leaves
+the joint of the partition and the data invariant (Geweke's joint-distribution check, in the form of
+draws from the joint pushed through the kernel), the chain's posterior is the enumerated one on 8
+rows, and the estimators' ``inference="gibbs"`` gives its chains, co-clustering and ArviZ data."""
+
+import math
+from collections import Counter
+
+import arviz as az
+import numpy as np
+import pytest
+import torch
+
+from bnpzoo import DPBMM, DPGMM, PYPGGM
+from bnpzoo.data import blobs
+from bnpzoo.families import ComponentPrior, NormalGammaFamily, NormalWishartFamily
+from bnpzoo.inference.stick_mixture import sampler
+from bnpzoo.inference.stick_mixture.split_merge import SplitMergeMove, Target, log_partition_prior, split_prior
+from bnpzoo.metrics import nmi
+
+PRIOR_1D = ComponentPrior(mean=torch.zeros(1, dtype=torch.float64), mean_precision=0.5,
+                          covariance=torch.eye(1, dtype=torch.float64), dof=3.0)
+
+
+def prior_partition(n: int, alpha: float, discount: float) -> torch.Tensor:
+    """Labels of n rows drawn from the Pitman-Yor Chinese restaurant."""
+    labels, counts = [0], [1]
+    for _ in range(1, n):
+        weights = torch.tensor([c - discount for c in counts] + [alpha + len(counts) * discount])
+        table = int(torch.multinomial(weights, 1))
+        counts.append(1) if table == len(counts) else counts.__setitem__(table, counts[table] + 1)
+        labels.append(table)
+    return torch.tensor(labels)
+
+
+def data_given(labels: torch.Tensor, family, prior) -> torch.Tensor:
+    """x | partition: each cluster's (mean, precision) from the prior, then the rows."""
+    k = int(labels.max()) + 1
+    empty = family.label_statistics(prior.mean[None], torch.full((1,), -1), k, prior)
+    point = family.draw(family.natural(empty, prior), prior)
+    means, precisions = point["means"][labels], point["precisions"][labels]
+    return means + torch.randn(means.shape, dtype=means.dtype) * precisions.rsqrt()
+
+
+def summaries(labels: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """Test functions of (partition, x): K, whether rows 0 and 1 share a cluster, the co-clustering
+    weighted by the rows' closeness, whether the first and last rows share a cluster."""
+    together = (labels[:, None] == labels[None, :]).double()
+    near = torch.exp(-((x[:, None, 0] - x[None, :, 0]) ** 2))
+    return torch.tensor([float(labels.max() + 1), float(together[0, 1]), float((together * near).sum()),
+                         float(together[0, -1])])
+
+
+@pytest.mark.parametrize("discount", [0.0, 0.5])
+@pytest.mark.parametrize("step", ["moves", "labels"])
+def test_each_step_leaves_the_joint_of_partition_and_data_invariant(step, discount):
+    """Geweke's check of each step: (z, x) drawn from the model (a Pitman-Yor partition, cluster
+    parameters from the prior, rows given them), z moved by a few applications of the step given x;
+    the moved pairs must be draws from the same joint. Paired differences of test functions, each
+    within 4.5 standard errors of 0 (a wrong acceptance ratio or a biased label draw moves them)."""
+    torch.manual_seed(0)
+    family, alpha, draws = NormalGammaFamily(), 1.0, 700
+    differences = []
+    for _ in range(draws):
+        z = prior_partition(6, alpha, discount)
+        x = data_given(z, family, PRIOR_1D)
+        target = Target(family, PRIOR_1D, alpha, discount, x / x.std(0).clamp_min(1e-12))
+        state = sampler.partition(target, x, z, int(z.max()) + 1)
+        moves = SplitMergeMove(target, x)
+        for _ in range(4):
+            moves.attempt(state) if step == "moves" else sampler.draw_labels(target, x, state)
+        differences.append(summaries(state.labels, x) - summaries(z, x))
+    differences = torch.stack(differences)
+    spread = differences.std(0) / math.sqrt(draws)
+    moved = spread > 0
+    assert moved.any()
+    assert (differences.mean(0)[moved].abs() < 4.5 * spread[moved]).all(), differences.mean(0) / spread
+
+
+def _partitions(n: int):
+    if n == 0:
+        yield []
+        return
+    for blocks in _partitions(n - 1):
+        for i in range(len(blocks)):
+            yield blocks[:i] + [blocks[i] + [n - 1]] + blocks[i + 1:]
+        yield blocks + [[n - 1]]
+
+
+def _canonical(labels: torch.Tensor) -> tuple:
+    first = {}
+    return tuple(first.setdefault(label, len(first)) for label in labels.tolist())
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("discount", [0.0, 0.5])
+def test_the_chain_samples_the_enumerated_posterior_on_8_rows(discount):
+    """The posterior over the 4,140 partitions of 8 rows, by enumeration, against the sampler's sweeps:
+    the probability of each number of clusters within 5 batch-means standard errors (plus 0.005)."""
+    torch.manual_seed(1)
+    x = torch.cat([torch.randn(4, 2) * 0.5, torch.randn(4, 2) * 0.5 + 1.5]).double()
+    prior = ComponentPrior(mean=x.mean(0), mean_precision=1.0, covariance=torch.eye(2, dtype=torch.float64) * 0.5,
+                           dof=2.0)
+    target = Target(NormalGammaFamily(), prior, 1.0, discount, x / x.std(0))
+    exact = Counter()
+    log_joints = {}
+    for blocks in _partitions(8):
+        labels = torch.empty(8, dtype=torch.long)
+        for k, block in enumerate(blocks):
+            labels[block] = k
+        log_joints[_canonical(labels)] = float(sampler.log_joint(target, sampler.partition(target, x, labels,
+                                                                                           len(blocks))))
+    total = torch.logsumexp(torch.tensor(list(log_joints.values())), 0)
+    for key, value in log_joints.items():
+        exact[max(key) + 1] += math.exp(value - total)
+    state, moves = sampler.init(target, x), SplitMergeMove(target, x)
+    sweeps, batches = 6000, 30
+    counts = torch.empty(sweeps)
+    for t in range(sweeps):
+        sampler.sweep(target, x, state, moves, 4)
+        counts[t] = state.k
+    for k, probability in exact.items():
+        hits = (counts == k).double().view(batches, -1).mean(1)
+        error = hits.std() / math.sqrt(batches)
+        assert abs(hits.mean() - probability) < 5 * error + 0.005, (k, float(hits.mean()), probability)
+
+
+def test_the_partition_prior_and_its_split_ratio_agree():
+    """split_prior is the ratio of log_partition_prior's values, for the DP and Pitman-Yor priors."""
+    for alpha, discount in ((1.0, 0.0), (0.7, 0.5), (3.0, 0.25)):
+        before = log_partition_prior(torch.tensor([5.0, 7.0, 2.0]), alpha, discount)
+        after = log_partition_prior(torch.tensor([5.0, 3.0, 2.0, 4.0]), alpha, discount)
+        assert torch.isclose(after - before, split_prior(alpha, discount, 3, 3.0, 4.0), atol=1e-10)
+
+
+def test_the_cluster_evidence_is_the_closed_form_marginal_likelihood():
+    """Normal-Gamma, one feature: ln p(x) in closed form (Murphy 2007, eq. 95) against log_evidence."""
+    x = torch.tensor([[0.3], [1.2], [-0.4], [0.9]], dtype=torch.float64)
+    prior = ComponentPrior(mean=torch.zeros(1, dtype=torch.float64), mean_precision=2.0,
+                           covariance=torch.eye(1, dtype=torch.float64) * 0.8, dof=3.0)
+    family = NormalGammaFamily()
+    stats = family.label_statistics(x, torch.zeros(4, dtype=torch.long), 1, prior)
+    n, a0, b0, k0 = 4, 1.5, 1.5 * 0.8, 2.0
+    kn, an = k0 + n, a0 + n / 2
+    bn = b0 + 0.5 * ((x - x.mean()) ** 2).sum() + k0 * n * x.mean() ** 2 / (2 * kn)
+    closed = (math.lgamma(an) - math.lgamma(a0) + a0 * math.log(b0) - an * torch.log(bn)
+              + 0.5 * math.log(k0 / kn) - n / 2 * math.log(2 * math.pi))
+    assert torch.isclose(family.log_evidence(stats, prior)[0], closed, atol=1e-10)
+
+
+def test_normal_wishart_draws_match_torch_wishart_in_distribution():
+    """The family's Bartlett draws have the mean of the Wishart, nu W, and the means' spread."""
+    torch.manual_seed(3)
+    family = NormalWishartFamily()
+    x = torch.randn(30, 3, dtype=torch.float64) @ torch.tensor([[1.0, 0.5, 0], [0, 1, 0.3], [0, 0, 2]],
+                                                               dtype=torch.float64)
+    prior = ComponentPrior(mean=torch.zeros(3, dtype=torch.float64), mean_precision=1.0,
+                           covariance=torch.eye(3, dtype=torch.float64), dof=3.0)
+    q = family.natural(family.label_statistics(x, torch.zeros(30, dtype=torch.long), 1, prior), prior)
+    many = {name: value.expand(20000, *value.shape[1:]).clone() for name, value in q.items()}
+    draws = family.draw(many, prior)
+    precision = draws["precision_factor"] @ draws["precision_factor"].transpose(-2, -1)
+    expected = family.point(q, prior)
+    expected_precision = family.precision(expected)[0]
+    assert torch.allclose(precision.mean(0), expected_precision, atol=0.03 * expected_precision.abs().max())
+    assert torch.allclose(draws["means"].mean(0), expected["means"][0], atol=0.02)
+
+
+UNMIXED = "ignore::bnpzoo.base.ConvergenceWarning"  # short chains' R-hat, which these tests do not judge
+
+
+@pytest.mark.filterwarnings(UNMIXED)
+@pytest.mark.parametrize("estimator", [DPGMM, PYPGGM])
+def test_gibbs_finds_separated_clusters_from_one_and_reports_its_chains(estimator):
+    data = blobs(n=600, d=3, k=4, seed=2)
+    fitted = estimator(inference="gibbs", max_iter=30, warmup=10, num_chains=2, random_state=0).fit(data.X)
+    assert fitted.n_clusters_ == 4 and nmi(data.labels, fitted.predict(data.X)) > 0.95
+    assert fitted.samples_["n_clusters"].shape == (2, 30) and fitted.samples_["log_joint"].shape == (2, 30)
+    assert (fitted.samples_["n_clusters"] >= 4).all()
+    rows = fitted.coclustering_rows_
+    assert fitted.coclustering_.shape == (len(rows), len(rows))
+    same = data.labels[rows][:, None] == data.labels[rows][None, :]
+    assert fitted.coclustering_[same].mean() > 0.95 and fitted.coclustering_[~same].mean() < 0.05
+    with np.errstate(invalid="ignore", divide="ignore"):  # a chain that holds one K throughout: R-hat 0 / 0
+        summary = az.summary(fitted.to_arviz())
+    assert {"log_joint", "n_clusters"} <= set(summary.index)
+
+
+@pytest.mark.filterwarnings(UNMIXED)
+def test_gibbs_fits_a_bernoulli_mixture_and_refuses_a_family_without_evidence():
+    rng = np.random.default_rng(0)
+    centres = rng.random((3, 12)) < 0.5
+    X = (rng.random((300, 12)) < np.where(centres[rng.integers(0, 3, 300)], 0.9, 0.1)).astype(np.float32)
+    fitted = DPBMM(inference="gibbs", max_iter=20, warmup=10, num_chains=1, random_state=0).fit(X)
+    assert 3 <= fitted.n_clusters_ <= 4
+    with pytest.raises(ValueError, match="gibbs.*cluster evidence"):
+        PYPGGM(inference="gibbs", likelihood="laplace", max_iter=5).fit(X)
+
+
+@pytest.mark.filterwarnings(UNMIXED)
+def test_gibbs_arguments_are_checked_and_saved(tmp_path):
+    with pytest.raises(ValueError, match="num_chains applies to inference='gibbs'"):
+        DPGMM(num_chains=2).fit(blobs(n=100, d=2, k=2, seed=0).X)
+    data = blobs(n=200, d=2, k=2, seed=0)
+    fitted = DPGMM(inference="gibbs", max_iter=10, warmup=5, num_chains=1, random_state=1).fit(data.X)
+    fitted.save(tmp_path / "model.pt")
+    loaded = DPGMM.load(tmp_path / "model.pt")
+    assert np.array_equal(loaded.predict(data.X), fitted.predict(data.X))
+    assert torch.equal(torch.as_tensor(loaded.samples_["log_joint"]), torch.as_tensor(fitted.samples_["log_joint"]))
+    assert np.array_equal(loaded.coclustering_, fitted.coclustering_)
