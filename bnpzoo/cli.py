@@ -26,6 +26,7 @@ import torch
 from bnpzoo import data as datasets
 from bnpzoo.base import ConvergenceWarning
 from bnpzoo.corpus import Corpus, read_corpus
+from bnpzoo.diagnostics import RHAT_LIMIT
 from bnpzoo.coupled_dp import TOP_WORDS, TOPIC_SHARE
 from bnpzoo.docstrings import first_sentence
 from bnpzoo.inference import data_parallel
@@ -207,11 +208,15 @@ def run_one(model: str, inference: str, dataset, args, options: dict, group=None
     X = dataset.X if group is None else data_parallel.rank_rows(dataset.X)
     with warnings.catch_warnings():  # said below in the CLI's words
         warnings.filterwarnings("ignore", ".*stopped after", ConvergenceWarning)
+        warnings.filterwarnings("ignore", ".*chains have not mixed", ConvergenceWarning)
         est.fit(X, *groups)
     if not est.converged_ and data_parallel.rank(group) == 0:
         limit = f"--iters {est.max_iter}" if est.max_iter else "its default iterations"
-        print(f"bnpzoo: warning: the fit reached {limit} before its convergence test passed; raise --iters to "
-              f"let it finish", file=sys.stderr)
+        rhat = getattr(est, "rhat_", None)  # a sampler's: its chains' R-hat of each summary
+        test = "its convergence test passed" if rhat is None else \
+            f"its chains mixed (R-hat {max(rhat.values()):.2f} above {RHAT_LIMIT})"
+        print(f"bnpzoo: warning: the fit reached {limit} before {test}; raise --iters to let it finish",
+              file=sys.stderr)
     pred = data_parallel.gather_rows(torch.as_tensor(est.predict(X, *groups)), group).numpy()
     extra = {"saliency": [round(float(s), 4) for s in est.saliency_]} if hasattr(est, "saliency_") else {}
     return {

@@ -97,16 +97,20 @@ def compare(fitted: dict, X, groups=None, *, labels=None, ic: str = "loo", num_d
 
 
 RHAT_LIMIT = 1.1  # above it, the chains have not mixed (``check_mixing``)
+SAME_NUMBER = 1e-9  # relative spread of draws that is summation order, not movement
 
 
 def chain_rhat(chains: np.ndarray) -> float:
-    """R-hat of one quantity's draws (chains, draws): ArviZ's rank-normalised split R-hat, 1 where
-    every draw of every chain is the same number (ArviZ's 0 / 0)."""
+    """R-hat of one quantity's draws (chains, draws): ArviZ's rank-normalised split R-hat; 1 where
+    every draw of every chain is the same number to rounding (a partition that no chain left), and
+    infinite where each half-chain holds one value but they differ (chains stuck apart: ArviZ's
+    0 / 0)."""
     chains = np.asarray(chains, dtype=np.float64)
-    if np.all(chains == chains.flat[0]):
+    if np.ptp(chains) <= SAME_NUMBER * max(1.0, float(np.abs(chains).max())):
         return 1.0
     with np.errstate(invalid="ignore", divide="ignore"):
-        return float(arviz().rhat(chains))
+        rhat = float(arviz().rhat(chains))
+    return rhat if np.isfinite(rhat) else np.inf
 
 
 def check_mixing(samples: dict, names, sweeps: int, stacklevel: int = 6) -> dict:
@@ -122,7 +126,7 @@ def check_mixing(samples: dict, names, sweeps: int, stacklevel: int = 6) -> dict
     draws = np.asarray(samples[worst], dtype=np.float64)
     with np.errstate(invalid="ignore", divide="ignore"):
         ess = float(arviz().ess(draws))
-    needed = int(np.ceil(sweeps * 100 / max(ess, 1.0)))
+    needed = int(np.ceil(sweeps * 100 / (ess if np.isfinite(ess) and ess > 1 else 1.0)))
     warnings.warn(f"the {draws.shape[0]} chains have not mixed: R-hat of the {worst.replace('_', ' ')} is {rhat[worst]:.2f} (above "
                   f"{RHAT_LIMIT}) and its effective sample size {ess:.0f}; fit again with about max_iter={needed} "
                   "sweeps per chain", ConvergenceWarning, stacklevel=stacklevel)

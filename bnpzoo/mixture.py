@@ -32,7 +32,7 @@ import torch
 from bnpzoo._validation import SEED, Interval, OneOf, batch_features, is_stream
 from bnpzoo.base import FittedTensor, MixtureEstimator, as_numpy, offered_if, warn_if_unconverged
 from bnpzoo.caller_state import keeps_caller_state
-from bnpzoo.diagnostics import arviz, check_mixing
+from bnpzoo.diagnostics import RHAT_LIMIT, arviz, check_mixing
 from bnpzoo.docstrings import undocumented
 from bnpzoo.families import ComponentPrior, TracedFamily, checked
 from bnpzoo.inference import data_parallel
@@ -188,14 +188,16 @@ FITTED_ATTRIBUTES = """
     elbo_seconds_ : wall time since the start of the fit call, initialisation included, of each value
         in ``elbo_trace_``.
     phase_starts_ : where in ``elbo_trace_`` each prior phase begins (the bound changes there).
-    converged_, n_iter_ : whether the convergence test passed, and the iterations (SVI: steps) run.
+    converged_, n_iter_ : whether the convergence test passed (gibbs: whether the chains mixed, R-hat of
+        ``rhat_`` at most 1.1), and the iterations (SVI: steps; gibbs: sweeps per chain, warm-up
+        included) run.
     counts_ : (K') the expected training samples per cluster.
     labels_ : each training row's cluster (in a data-parallel fit, this rank's rows; in a stream, the
         last batch's).
     n_features_in_, fit_seconds_ : D, and the fit's wall time in seconds.
     samples_ : the sampler's draws by chain (inference="gibbs"), each (num_chains, max_iter): ``log_joint``,
-        ln p(partition, X) with the clusters' parameters integrated out, and ``n_clusters``; None for
-        the other learners. ``to_arviz()`` gives them to ArviZ (R-hat, ESS, trace plots).
+        ln p(partition, X) with the clusters' parameters integrated out, ``n_clusters`` and ``n_small``
+        (the clusters holding under 1 % of the rows); None for the other learners. ``to_arviz()`` gives them to ArviZ (R-hat, ESS, trace plots).
     coclustering_ : (m, m) the share of the sampler's kept sweeps in which two of the rows
         ``coclustering_rows_`` (at most 1,000 of the training rows, drawn at random, in order) share
         a cluster; None for the other learners.
@@ -295,6 +297,7 @@ class StickMixture(MixtureEstimator):
         self.mcmc_ = chains.mcmc
         self.samples_ = {name: value.cpu() for name, value in chains.mcmc.get_samples(group_by_chain=True).items()}
         self.rhat_ = check_mixing(self.samples_, ("log_joint", "n_clusters"), self._iterations(), stacklevel=7)
+        self.converged_ = all(value <= RHAT_LIMIT for value in self.rhat_.values())
         recorded = torch.cat([chain["recorded"] for chain in chains.chains])
         self.coclustering_ = coclustering(recorded).numpy()
         moves = {kind: (sum(c["accepted"][kind] for c in chains.chains), sum(c["tried"][kind] for c in chains.chains))

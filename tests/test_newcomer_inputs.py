@@ -234,7 +234,7 @@ def test_the_laplace_mixture_s_default_iterations_let_it_converge(random_state):
 
 
 @pytest.mark.parametrize("argv", [["fit", "hdp-gd", "--data", "digits"], ["fit", "dp-gmm", "--data", "digits",
-                                                                          "--inference", "gibbs"],
+                                                                          "--inference", "online-vi"],
                                   ["fit", "dp-gmm", "--data", "nothere.csv"], ["fit", "dp-gmm", "--alpha", "x"]])
 def test_every_command_line_error_is_one_line_naming_bnpzoo(argv, capsys):
     assert main(argv) == 2

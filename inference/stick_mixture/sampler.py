@@ -26,7 +26,8 @@ anew, so steps 1 and 2 together leave the joint invariant.
 ``StickMixtureKernel`` is the thin ``MCMCKernel`` over ``init`` and ``sweep`` (as the coupled
 sampler's, ``inference.coupled.kernel``): each ``sample`` is one sweep, returning fixed-shape
 summaries (``log_joint``: ln p(partition, x), the clusters' parameters integrated out;
-``n_clusters``) that several chains stack for R-hat, ESS and ``arviz.from_pyro``.
+``n_clusters``; ``n_small``, the clusters holding under 1 % of the rows) that several chains stack
+for R-hat, ESS and ``arviz.from_pyro``.
 """
 
 import math
@@ -42,6 +43,7 @@ from bnpzoo.ops import softmax_
 from bnpzoo.inference.stick_mixture.split_merge import SplitMergeMove, Target, log_partition_prior
 
 LABEL_BLOCKS = 8  # step 3's blocks where a draw of every row at once would empty a cluster
+SMALL_SHARE = 0.01  # ``n_small`` counts the clusters holding fewer than this share of the rows
 MIN_ATTEMPTS = 2  # split-merge attempts a sweep after a warm-up of none
 
 
@@ -156,8 +158,10 @@ class StickMixtureKernel(MCMCKernel):
         self._recorded, self._trace, self._seconds, self._started = [], [], [], time.perf_counter()
 
     def summary(self) -> dict:
+        counts = self.partition.stats["count"]
         return {"log_joint": log_joint(self.target, self.partition, self.rows_term),
-                "n_clusters": torch.tensor(float(self.partition.k), dtype=torch.float64)}
+                "n_clusters": torch.tensor(float(self.partition.k), dtype=torch.float64),
+                "n_small": (counts < SMALL_SHARE * counts.sum()).sum().double()}
 
     @property
     def initial_params(self):

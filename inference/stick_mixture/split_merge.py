@@ -169,8 +169,11 @@ class SplitMergeMove:
             member |= partition.labels == other
         return member.nonzero()[:, 0]
 
-    def _side_stats(self, rows, side) -> dict:
-        return self.target.family.label_statistics(self.x[rows], side, 2, self.target.prior)
+    def _pieces(self, partition, c: int, rows, side) -> dict:
+        """The statistics of cluster c's two sides, (2, ...): side 1's summed, side 0's the rest."""
+        moved = self.target.family.label_statistics(self.x[rows[side == 1]], side.new_zeros(int(side.sum())), 1,
+                                                    self.target.prior)
+        return {name: torch.cat([value[c:c + 1] - moved[name], moved[name]]) for name, value in partition.stats.items()}
 
     def _split(self, partition, r: int, c: int) -> None:
         rows = self._rows(partition, c)
@@ -180,20 +183,22 @@ class SplitMergeMove:
         log_side = template(self.target.scaled[rows])
         side = (torch.rand(rows.numel(), dtype=log_side.dtype, device=rows.device) < log_side[:, 1].exp()).long()
         side = side ^ side[(rows == r).nonzero()[0, 0]]  # r's side is 0: the cluster that stays c
-        pieces = self._side_stats(rows, side)
-        if not (pieces["count"] > 0).all():
+        moving = int(side.sum())
+        if moving in (0, rows.numel()):
             return  # no split proposed: the state is kept
-        target = self.target
+        target, pieces = self.target, self._pieces(partition, c, rows, side)
+        piece_evidence = target.evidence(pieces)
+        log_ratio = (split_prior(target.alpha, target.discount, partition.k, rows.numel() - moving, moving)
+                     + piece_evidence.sum() - partition.evidence[c])
+        threshold = torch.log(torch.rand((), dtype=torch.float64)) - log_ratio + sides_log_prob(log_side, side)
+        if threshold >= 0:  # rejected whatever the reverse merge's ln P (at most 0)
+            return
         after = {name: torch.cat([value, pieces[name][1:]]) for name, value in partition.stats.items()}
         for name in after:
             after[name][c] = pieces[name][0]
-        piece_evidence = target.evidence(pieces)
         evidence = torch.cat([partition.evidence, piece_evidence[1:]])
         evidence[c] = piece_evidence[0]
-        log_ratio = (split_prior(target.alpha, target.discount, partition.k, pieces["count"][0], pieces["count"][1])
-                     + piece_evidence.sum() - partition.evidence[c])
-        reverse = partner_log_probs(target, after, evidence, c)[partition.k]
-        if torch.log(torch.rand((), dtype=torch.float64)) < log_ratio + reverse - sides_log_prob(log_side, side):
+        if threshold < partner_log_probs(target, after, evidence, c)[partition.k]:
             labels = partition.labels.clone()
             labels[rows[side == 1]] = partition.k
             partition.update(labels, after, evidence)
