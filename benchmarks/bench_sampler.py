@@ -38,7 +38,7 @@ def environment() -> str:
 def bench_scale(seeds, warmup, kept):
     from bench_pass import gaussians
 
-    print(f"| data | vmm s | NMI | K | gibbs s | ratio | NMI | K (last, each chain) | R-hat K | R-hat log joint |")
+    print("| data | vmm s | NMI | K | gibbs s | ratio | NMI | K (last, each chain) | R-hat K | R-hat log joint |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     for seed in seeds:
         for name, (x, y) in (("blobs", (lambda d: (d.X, d.labels))(blobs(n=100_000, d=16, k=20, seed=seed))),

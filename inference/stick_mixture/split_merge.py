@@ -15,10 +15,11 @@ The moves (one ``SplitMergeMove`` a call, ``attempt``). A row r is drawn uniform
 not depend on the state, so that it cancels); with probability 1/2 its cluster c is split, else
 merged with a partner j:
 
-    split  rows of c go to two sides drawn independently from a two-piece template of c's rows
-           (``template``: two seeds, the first a random row, the second drawn k-means++-like, a few
-           2-means rounds, then each row's probability of each side under a diagonal Gaussian per
-           side); q_split = the probability of the pair of sides, either way round;
+    split  rows of c go to two sides drawn independently from a template of c's rows (``template``:
+           mostly two pieces, two seeds, the first a random row, the second drawn k-means++-like, a
+           few 2-means rounds; else a tail, the rows near a far row drawn at random; then each
+           row's probability of each side under a diagonal Gaussian per side); q_split = the
+           probability of the pair of sides, either way round;
     merge  j ~ P(j | c), a mixture of the softmax of the merge's own log target ratio over the other
            clusters and the uniform (``partner_log_probs``, ``UNIFORM_SHARE``).
 
@@ -44,6 +45,8 @@ import torch
 UNIFORM_SHARE = 0.1  # the partner proposal's uniform part: every pair can be proposed
 TEMPLATE_ROUNDS = 4  # 2-means rounds of a split's template
 TEMPLATE_ROWS = 256  # the most rows a template is fitted on (it then scores them all)
+TAIL_SHARE = 0.25  # of the split templates, the share that cut off a tail (``tail_template``)
+TAIL_WIDTH, TAIL_WEIGHT = 0.25, 0.05  # a tail's spread (of the cluster's) and prior weight
 
 
 def split_prior(alpha: float, discount: float, k: int, n_a, n_b) -> torch.Tensor:
@@ -115,13 +118,37 @@ def _squared_distances(rows: torch.Tensor, centres: torch.Tensor, scale=1.0) -> 
 
 
 def template(rows: torch.Tensor) -> torch.Tensor:
-    """ln p(side | row), (n, 2): a fresh two-piece template of a cluster's ``rows`` (scaled units), the
-    module docstring, fitted on ``TEMPLATE_ROWS`` of them drawn at random (all of them where fewer):
-    two seeds, the first a random row, the second drawn with probability proportional to its
-    squared distance from the first (k-means++), ``TEMPLATE_ROUNDS`` rounds of 2-means, then each
-    side's diagonal Gaussian (its spread shrunk toward the cluster's by one pseudo-row). It depends
-    on the rows as a set and on torch's generator only."""
+    """ln p(side | row), (n, 2): a fresh template of a cluster's ``rows`` (scaled units), fitted on
+    ``TEMPLATE_ROWS`` of them drawn at random (all of them where fewer): with probability
+    ``TAIL_SHARE`` a tail (``tail_template``), else two pieces (``halves_template``). It depends on
+    the rows as a set and on torch's generator only."""
     fitted = rows if rows.shape[0] <= TEMPLATE_ROWS else rows[torch.randint(rows.shape[0], (TEMPLATE_ROWS,))]
+    return (tail_template if torch.rand(()) < TAIL_SHARE else halves_template)(rows, fitted)
+
+
+def tail_template(rows: torch.Tensor, fitted: torch.Tensor) -> torch.Tensor:
+    """A few rows off the cluster's bulk: a seed drawn with probability proportional to its squared
+    distance from the fitted rows' mean, and side 1 the rows near it (a diagonal Gaussian of
+    ``TAIL_WIDTH`` times the cluster's spread, prior weight ``TAIL_WEIGHT``), side 0 the cluster's
+    own diagonal Gaussian. Small clusters, where the Pitman-Yor discount acts, open this way."""
+    centre, variance = fitted.mean(0), fitted.var(0, unbiased=False).clamp_min(1e-12)
+    seed = fitted[_pick(((fitted - centre) ** 2 / variance).sum(1).double())]
+    variances = torch.stack([variance, TAIL_WIDTH * variance])
+    weights = torch.tensor([1 - TAIL_WEIGHT, TAIL_WEIGHT], dtype=rows.dtype, device=rows.device)
+    return _sides(rows, torch.stack([centre, seed]), variances, weights)
+
+
+def _sides(rows, centres, variances, weights) -> torch.Tensor:
+    """ln p(side | row) under two diagonal Gaussians (centres, variances (2, D)) with prior ``weights``."""
+    log_density = -0.5 * (_squared_distances(rows, centres, variances) + variances.log().sum(1)) + weights.log()
+    return torch.log_softmax(log_density.double(), 1)
+
+
+def halves_template(rows: torch.Tensor, fitted: torch.Tensor) -> torch.Tensor:
+    """The cluster's two-piece structure: two seeds, the first a random fitted row, the second drawn
+    with probability proportional to its squared distance from the first (k-means++),
+    ``TEMPLATE_ROUNDS`` rounds of 2-means, then each side's diagonal Gaussian (its spread shrunk
+    toward the cluster's by one pseudo-row)."""
     first = fitted[torch.randint(fitted.shape[0], (1,))[0]]
     centres = torch.stack([first, fitted[_pick(((fitted - first) ** 2).sum(1).double())]])
     for _ in range(TEMPLATE_ROUNDS):
@@ -133,10 +160,7 @@ def template(rows: torch.Tensor) -> torch.Tensor:
     sizes = torch.bincount(side, minlength=2).to(fitted.dtype)
     squares = fitted.new_zeros(2, fitted.shape[1]).index_add_(0, side, (fitted - centres[side]) ** 2)
     spread = fitted.var(0, unbiased=False).mean().clamp_min(1e-12)
-    variances = (squares + spread) / (sizes[:, None] + 1)
-    log_density = (-0.5 * (_squared_distances(rows, centres, variances) + variances.log().sum(1))
-                   + ((sizes + 1) / (fitted.shape[0] + 2)).log())
-    return torch.log_softmax(log_density.double(), 1)
+    return _sides(rows, centres, (squares + spread) / (sizes[:, None] + 1), (sizes + 1) / (fitted.shape[0] + 2))
 
 
 def sides_log_prob(log_side: torch.Tensor, side: torch.Tensor) -> torch.Tensor:
