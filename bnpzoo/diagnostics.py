@@ -106,6 +106,8 @@ def chain_rhat(chains: np.ndarray) -> float:
     infinite where each half-chain holds one value but they differ (chains stuck apart: ArviZ's
     0 / 0)."""
     chains = np.asarray(chains, dtype=np.float64)
+    if chains.shape[0] == 1:  # one chain: its halves as two (ArviZ asks for two chains)
+        chains = chains[:, : chains.shape[1] // 2 * 2].reshape(2, -1)
     if np.ptp(chains) <= SAME_NUMBER * max(1.0, float(np.abs(chains).max())):
         return 1.0
     with np.errstate(invalid="ignore", divide="ignore"):

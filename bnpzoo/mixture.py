@@ -244,7 +244,8 @@ class StickMixture(MixtureEstimator):
             pyro.set_rng_seed(int(self.random_state) + data_parallel.rank(group))
         family = self._settle(x)
         self._record(x, self._learner().fit(self, x, family, start), start)
-        warn_if_unconverged(self, self._iterations())
+        if self.rhat_ is None:  # a sampler's chains warn of their mixing (``_record_chains``)
+            warn_if_unconverged(self, self._iterations())
         return self
 
     def _learner(self):

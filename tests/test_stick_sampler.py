@@ -4,6 +4,7 @@ draws from the joint pushed through the kernel), the chain's posterior is the en
 rows, and the estimators' ``inference="gibbs"`` gives its chains, co-clustering and ArviZ data."""
 
 import math
+import warnings
 from collections import Counter
 
 import numpy as np
@@ -11,8 +12,9 @@ import pytest
 import torch
 
 from bnpzoo import DPBMM, DPGMM, PYPGGM
+from bnpzoo.base import ConvergenceWarning
 from bnpzoo.data import blobs
-from bnpzoo.diagnostics import arviz
+from bnpzoo.diagnostics import RHAT_LIMIT, arviz
 from bnpzoo.families import ComponentPrior, NormalGammaFamily, NormalWishartFamily
 from bnpzoo.inference.stick_mixture import sampler
 from bnpzoo.inference.stick_mixture.split_merge import SplitMergeMove, Target, log_partition_prior, split_prior
@@ -208,3 +210,14 @@ def test_gibbs_arguments_are_checked_and_saved(tmp_path):
     assert np.array_equal(loaded.predict(data.X), fitted.predict(data.X))
     assert torch.equal(torch.as_tensor(loaded.samples_["log_joint"]), torch.as_tensor(fitted.samples_["log_joint"]))
     assert np.array_equal(loaded.coclustering_, fitted.coclustering_)
+
+
+def test_chains_that_have_not_mixed_warn_once_and_say_so_in_converged():
+    data = blobs(n=300, d=8, k=12, seed=3, spread=3.0)  # overlapping clusters: K moves slowly
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        fitted = DPGMM(inference="gibbs", max_iter=6, warmup=2, num_chains=2, random_state=0).fit(data.X)
+    messages = [str(w.message) for w in caught if issubclass(w.category, ConvergenceWarning)]
+    assert not any("stopped after" in message for message in messages)  # a sampler has no tolerance test
+    unmixed = max(fitted.rhat_.values()) > RHAT_LIMIT
+    assert fitted.converged_ is not unmixed and len(messages) == int(unmixed)
