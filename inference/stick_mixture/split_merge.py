@@ -17,9 +17,9 @@ merged with a partner j:
 
     split  rows of c go to two sides drawn independently from a template of c's rows (``template``:
            mostly two pieces, two seeds, the first a random row, the second drawn k-means++-like, a
-           few 2-means rounds; else a tail, the rows near a far row drawn at random; then each
-           row's probability of each side under a diagonal Gaussian per side); q_split = the
-           probability of the pair of sides, either way round;
+           few 2-means rounds; else a tail, the rows near one of the cluster's farthest rows; then
+           each row's probability of each side under a diagonal Gaussian per side); q_split = the
+           probability of the pair of sides, either way round (over every seed of a tail);
     merge  j ~ P(j | c), a mixture of the softmax of the merge's own log target ratio over the other
            clusters and the uniform (``partner_log_probs``, ``UNIFORM_SHARE``).
 
@@ -46,6 +46,7 @@ UNIFORM_SHARE = 0.1  # the partner proposal's uniform part: every pair can be pr
 TEMPLATE_ROUNDS = 4  # 2-means rounds of a split's template
 TEMPLATE_ROWS = 256  # the most rows a template is fitted on (it then scores them all)
 TAIL_SHARE = 0.25  # of the split templates, the share that cut off a tail (``tail_template``)
+TAIL_SEEDS = 8  # a tail template's seeds: the cluster's rows farthest from its mean
 TAIL_WIDTH, TAIL_WEIGHT = 0.25, 0.05  # a tail's spread (of the cluster's) and prior weight
 
 
@@ -118,24 +119,28 @@ def _squared_distances(rows: torch.Tensor, centres: torch.Tensor, scale=1.0) -> 
 
 
 def template(rows: torch.Tensor) -> torch.Tensor:
-    """ln p(side | row), (n, 2): a fresh template of a cluster's ``rows`` (scaled units), fitted on
-    ``TEMPLATE_ROWS`` of them drawn at random (all of them where fewer): with probability
-    ``TAIL_SHARE`` a tail (``tail_template``), else two pieces (``halves_template``). It depends on
-    the rows as a set and on torch's generator only."""
+    """ln p(side | row, s), (S, n, 2): a fresh template of a cluster's ``rows`` (scaled units), a
+    uniform mixture over S seeds s: with probability ``TAIL_SHARE`` a tail (``tail_template``), else
+    two pieces (``halves_template``, S = 1). It depends on the rows as a set and on torch's
+    generator only."""
+    if torch.rand(()) < TAIL_SHARE:
+        return tail_template(rows)
     fitted = rows if rows.shape[0] <= TEMPLATE_ROWS else rows[torch.randint(rows.shape[0], (TEMPLATE_ROWS,))]
-    return (tail_template if torch.rand(()) < TAIL_SHARE else halves_template)(rows, fitted)
+    return halves_template(rows, fitted)[None]
 
 
-def tail_template(rows: torch.Tensor, fitted: torch.Tensor) -> torch.Tensor:
-    """A few rows off the cluster's bulk: a seed drawn with probability proportional to its squared
-    distance from the fitted rows' mean, and side 1 the rows near it (a diagonal Gaussian of
+def tail_template(rows: torch.Tensor) -> torch.Tensor:
+    """A few rows off the cluster's bulk: for each of its ``TAIL_SEEDS`` rows farthest from its mean
+    (in its own spread per feature) as the seed s, side 1 the rows near s (a diagonal Gaussian of
     ``TAIL_WIDTH`` times the cluster's spread, prior weight ``TAIL_WEIGHT``), side 0 the cluster's
-    own diagonal Gaussian. Small clusters, where the Pitman-Yor discount acts, open this way."""
-    centre, variance = fitted.mean(0), fitted.var(0, unbiased=False).clamp_min(1e-12)
-    seed = fitted[_pick(((fitted - centre) ** 2 / variance).sum(1).double())]
-    variances = torch.stack([variance, TAIL_WIDTH * variance])
+    own diagonal Gaussian. A deterministic function of the rows, so that ``sides_log_prob`` sums
+    over every seed: the merge that undoes a tail split proposes that split back often. Small
+    clusters, where the Pitman-Yor discount acts, open and close this way."""
+    centre, variance = rows.mean(0), rows.var(0, unbiased=False).clamp_min(1e-12)
+    far = ((rows - centre) ** 2 / variance).sum(1).topk(min(TAIL_SEEDS, rows.shape[0])).indices.sort().values
     weights = torch.tensor([1 - TAIL_WEIGHT, TAIL_WEIGHT], dtype=rows.dtype, device=rows.device)
-    return _sides(rows, torch.stack([centre, seed]), variances, weights)
+    variances = torch.stack([variance, TAIL_WIDTH * variance])
+    return torch.stack([_sides(rows, torch.stack([centre, rows[s]]), variances, weights) for s in far.tolist()])
 
 
 def _sides(rows, centres, variances, weights) -> torch.Tensor:
@@ -163,11 +168,19 @@ def halves_template(rows: torch.Tensor, fitted: torch.Tensor) -> torch.Tensor:
     return _sides(rows, centres, (squares + spread) / (sizes[:, None] + 1), (sizes + 1) / (fitted.shape[0] + 2))
 
 
+def draw_sides(log_side: torch.Tensor) -> torch.Tensor:
+    """Sides (n,) drawn from the template ``log_side`` (S, n, 2): a seed uniformly, then each row."""
+    chosen = log_side[torch.randint(log_side.shape[0], (1,))[0]]
+    return (torch.rand(chosen.shape[0], dtype=chosen.dtype, device=chosen.device) < chosen[:, 1].exp()).long()
+
+
 def sides_log_prob(log_side: torch.Tensor, side: torch.Tensor) -> torch.Tensor:
-    """ln q of the unordered pair of sides ``side`` (n,) under the template ``log_side`` (n, 2)."""
-    one_way = log_side.gather(1, side[:, None]).sum()
-    other_way = log_side.gather(1, (1 - side)[:, None]).sum()
-    return torch.logaddexp(one_way, other_way)
+    """ln q of the unordered pair of sides ``side`` (n,) under the template ``log_side`` (S, n, 2),
+    its seeds' uniform mixture."""
+    index = side[None, :, None].expand(log_side.shape[0], -1, 1)
+    one_way = log_side.gather(2, index).sum((1, 2))
+    other_way = log_side.gather(2, 1 - index).sum((1, 2))
+    return torch.logsumexp(torch.logaddexp(one_way, other_way), 0) - math.log(log_side.shape[0])
 
 
 class SplitMergeMove:
@@ -205,7 +218,7 @@ class SplitMergeMove:
             return
         self.tried["split"] += 1
         log_side = template(self.target.scaled[rows])
-        side = (torch.rand(rows.numel(), dtype=log_side.dtype, device=rows.device) < log_side[:, 1].exp()).long()
+        side = draw_sides(log_side)
         side = side ^ side[(rows == r).nonzero()[0, 0]]  # r's side is 0: the cluster that stays c
         moving = int(side.sum())
         if moving in (0, rows.numel()):
