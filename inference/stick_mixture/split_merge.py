@@ -45,8 +45,7 @@ import torch
 UNIFORM_SHARE = 0.1  # the partner proposal's uniform part: every pair can be proposed
 TEMPLATE_ROUNDS = 4  # 2-means rounds of a split's template
 TEMPLATE_ROWS = 256  # the most rows a template is fitted on (it then scores them all)
-TAIL_SHARE = 0.25  # of the split templates, the share that cut off a tail (``tail_template``)
-TAIL_SEEDS = 8  # a tail template's seeds: the cluster's rows farthest from its mean
+TAIL_SHARE = 0.25  # of the attempts, the share that detach or attach a tail (``tail_template``)
 TAIL_WIDTH, TAIL_WEIGHT = 0.25, 0.05  # a tail's spread (of the cluster's) and prior weight
 
 
@@ -119,41 +118,13 @@ def _squared_distances(rows: torch.Tensor, centres: torch.Tensor, scale=1.0) -> 
 
 
 def template(rows: torch.Tensor) -> torch.Tensor:
-    """ln p(side | row, s), (S, n, 2): a fresh template of a cluster's ``rows`` (scaled units), a
-    uniform mixture over S seeds s: with probability ``TAIL_SHARE`` a tail (``tail_template``), else
-    two pieces (``halves_template``, S = 1). It depends on the rows as a set and on torch's
-    generator only."""
-    if torch.rand(()) < TAIL_SHARE:
-        return tail_template(rows)
+    """ln p(side | row), (n, 2): a fresh two-piece template of a cluster's ``rows`` (scaled units),
+    fitted on ``TEMPLATE_ROWS`` of them drawn at random (all of them where fewer): two seeds, the
+    first a random fitted row, the second drawn with probability proportional to its squared
+    distance from the first (k-means++), ``TEMPLATE_ROUNDS`` rounds of 2-means, then each side's
+    diagonal Gaussian (its spread shrunk toward the cluster's by one pseudo-row). It depends on
+    the rows as a set and on torch's generator only."""
     fitted = rows if rows.shape[0] <= TEMPLATE_ROWS else rows[torch.randint(rows.shape[0], (TEMPLATE_ROWS,))]
-    return halves_template(rows, fitted)[None]
-
-
-def tail_template(rows: torch.Tensor) -> torch.Tensor:
-    """A few rows off the cluster's bulk: for each of its ``TAIL_SEEDS`` rows farthest from its mean
-    (in its own spread per feature) as the seed s, side 1 the rows near s (a diagonal Gaussian of
-    ``TAIL_WIDTH`` times the cluster's spread, prior weight ``TAIL_WEIGHT``), side 0 the cluster's
-    own diagonal Gaussian. A deterministic function of the rows, so that ``sides_log_prob`` sums
-    over every seed: the merge that undoes a tail split proposes that split back often. Small
-    clusters, where the Pitman-Yor discount acts, open and close this way."""
-    centre, variance = rows.mean(0), rows.var(0, unbiased=False).clamp_min(1e-12)
-    far = ((rows - centre) ** 2 / variance).sum(1).topk(min(TAIL_SEEDS, rows.shape[0])).indices.sort().values
-    weights = torch.tensor([1 - TAIL_WEIGHT, TAIL_WEIGHT], dtype=rows.dtype, device=rows.device)
-    variances = torch.stack([variance, TAIL_WIDTH * variance])
-    return torch.stack([_sides(rows, torch.stack([centre, rows[s]]), variances, weights) for s in far.tolist()])
-
-
-def _sides(rows, centres, variances, weights) -> torch.Tensor:
-    """ln p(side | row) under two diagonal Gaussians (centres, variances (2, D)) with prior ``weights``."""
-    log_density = -0.5 * (_squared_distances(rows, centres, variances) + variances.log().sum(1)) + weights.log()
-    return torch.log_softmax(log_density.double(), 1)
-
-
-def halves_template(rows: torch.Tensor, fitted: torch.Tensor) -> torch.Tensor:
-    """The cluster's two-piece structure: two seeds, the first a random fitted row, the second drawn
-    with probability proportional to its squared distance from the first (k-means++),
-    ``TEMPLATE_ROUNDS`` rounds of 2-means, then each side's diagonal Gaussian (its spread shrunk
-    toward the cluster's by one pseudo-row)."""
     first = fitted[torch.randint(fitted.shape[0], (1,))[0]]
     centres = torch.stack([first, fitted[_pick(((fitted - first) ** 2).sum(1).double())]])
     for _ in range(TEMPLATE_ROUNDS):
@@ -168,19 +139,32 @@ def halves_template(rows: torch.Tensor, fitted: torch.Tensor) -> torch.Tensor:
     return _sides(rows, centres, (squares + spread) / (sizes[:, None] + 1), (sizes + 1) / (fitted.shape[0] + 2))
 
 
-def draw_sides(log_side: torch.Tensor) -> torch.Tensor:
-    """Sides (n,) drawn from the template ``log_side`` (S, n, 2): a seed uniformly, then each row."""
-    chosen = log_side[torch.randint(log_side.shape[0], (1,))[0]]
-    return (torch.rand(chosen.shape[0], dtype=chosen.dtype, device=chosen.device) < chosen[:, 1].exp()).long()
+def tail_template(rows: torch.Tensor, seed: int) -> torch.Tensor:
+    """ln p(side | row), (n, 2): the rows near row ``seed`` of a cluster's ``rows`` (scaled units) on
+    side 1, a diagonal Gaussian around it of ``TAIL_WIDTH`` times the cluster's spread with prior
+    weight ``TAIL_WEIGHT``; side 0 the cluster's own diagonal Gaussian; the seed on side 1 surely.
+    A function of the rows as a set and the seed only."""
+    centre, variance = rows.mean(0), rows.var(0, unbiased=False).clamp_min(1e-12)
+    weights = torch.tensor([1 - TAIL_WEIGHT, TAIL_WEIGHT], dtype=rows.dtype, device=rows.device)
+    log_side = _sides(rows, torch.stack([centre, rows[seed]]), torch.stack([variance, TAIL_WIDTH * variance]), weights)
+    log_side[seed] = torch.tensor([-math.inf, 0.0], dtype=log_side.dtype)
+    return log_side
+
+
+def _sides(rows, centres, variances, weights) -> torch.Tensor:
+    """ln p(side | row) under two diagonal Gaussians (centres, variances (2, D)) with prior ``weights``."""
+    log_density = -0.5 * (_squared_distances(rows, centres, variances) + variances.log().sum(1)) + weights.log()
+    return torch.log_softmax(log_density.double(), 1)
 
 
 def sides_log_prob(log_side: torch.Tensor, side: torch.Tensor) -> torch.Tensor:
-    """ln q of the unordered pair of sides ``side`` (n,) under the template ``log_side`` (S, n, 2),
-    its seeds' uniform mixture."""
-    index = side[None, :, None].expand(log_side.shape[0], -1, 1)
-    one_way = log_side.gather(2, index).sum((1, 2))
-    other_way = log_side.gather(2, 1 - index).sum((1, 2))
-    return torch.logsumexp(torch.logaddexp(one_way, other_way), 0) - math.log(log_side.shape[0])
+    """ln q of the unordered pair of sides ``side`` (n,) under the template ``log_side`` (n, 2)."""
+    return torch.logaddexp(ordered_log_prob(log_side, side), ordered_log_prob(log_side, 1 - side))
+
+
+def ordered_log_prob(log_side: torch.Tensor, side: torch.Tensor) -> torch.Tensor:
+    """ln q of the sides ``side`` (n,), side 1 as such, under the template ``log_side`` (n, 2)."""
+    return log_side.gather(1, side[:, None]).sum()
 
 
 class SplitMergeMove:
@@ -192,13 +176,15 @@ class SplitMergeMove:
         self.tried = {"split": 0, "merge": 0}
 
     def attempt(self, partition) -> None:
-        """One application of the kernel (the module docstring) at a uniformly drawn row."""
+        """One application of the kernel (the module docstring) at a uniformly drawn row: of the
+        halves kernel, or with probability ``TAIL_SHARE`` of the tail kernel."""
         r = int(torch.randint(partition.labels.numel(), (1,))[0])
         c = int(partition.labels[r])
+        tail = bool(torch.rand(()) < TAIL_SHARE)
         if torch.rand(()) < 0.5:
-            self._split(partition, r, c)
+            self._split(partition, r, c, tail)
         elif partition.k > 1:
-            self._merge(partition, c)
+            self._merge(partition, r, c, tail)
 
     def _rows(self, partition, *clusters) -> torch.Tensor:
         member = partition.labels == clusters[0]
@@ -212,14 +198,17 @@ class SplitMergeMove:
                                                     self.target.prior)
         return {name: torch.cat([value[c:c + 1] - moved[name], moved[name]]) for name, value in partition.stats.items()}
 
-    def _split(self, partition, r: int, c: int) -> None:
+    def _split(self, partition, r: int, c: int, tail: bool) -> None:
+        """Split c: halves, r's side staying c; or a tail around r leaving as a new cluster."""
         rows = self._rows(partition, c)
         if rows.numel() < 2:
             return
         self.tried["split"] += 1
-        log_side = template(self.target.scaled[rows])
-        side = draw_sides(log_side)
-        side = side ^ side[(rows == r).nonzero()[0, 0]]  # r's side is 0: the cluster that stays c
+        at = int((rows == r).nonzero()[0, 0])
+        log_side = tail_template(self.target.scaled[rows], at) if tail else template(self.target.scaled[rows])
+        side = (torch.rand(rows.numel(), dtype=log_side.dtype, device=rows.device) < log_side[:, 1].exp()).long()
+        if not tail:
+            side = side ^ side[at]  # r's side is 0: the cluster that stays c
         moving = int(side.sum())
         if moving in (0, rows.numel()):
             return  # no split proposed: the state is kept
@@ -227,7 +216,8 @@ class SplitMergeMove:
         piece_evidence = target.evidence(pieces)
         log_ratio = (split_prior(target.alpha, target.discount, partition.k, rows.numel() - moving, moving)
                      + piece_evidence.sum() - partition.evidence[c])
-        threshold = torch.log(torch.rand((), dtype=torch.float64)) - log_ratio + sides_log_prob(log_side, side)
+        log_q = ordered_log_prob(log_side, side) if tail else sides_log_prob(log_side, side)
+        threshold = torch.log(torch.rand((), dtype=torch.float64)) - log_ratio + log_q
         if threshold >= 0:  # rejected whatever the reverse merge's ln P (at most 0)
             return
         after = {name: torch.cat([value, pieces[name][1:]]) for name, value in partition.stats.items()}
@@ -235,13 +225,18 @@ class SplitMergeMove:
             after[name][c] = pieces[name][0]
         evidence = torch.cat([partition.evidence, piece_evidence[1:]])
         evidence[c] = piece_evidence[0]
-        if threshold < partner_log_probs(target, after, evidence, c)[partition.k]:
+        new = partition.k  # the reverse merge starts from r's cluster: the new one for a tail
+        reverse = partner_log_probs(target, after, evidence, new)[c] if tail else \
+            partner_log_probs(target, after, evidence, c)[new]
+        if threshold < reverse:
             labels = partition.labels.clone()
-            labels[rows[side == 1]] = partition.k
+            labels[rows[side == 1]] = new
             partition.update(labels, after, evidence)
             self.accepted["split"] += 1
 
-    def _merge(self, partition, c: int) -> None:
+    def _merge(self, partition, r: int, c: int, tail: bool) -> None:
+        """Merge r's cluster c with a partner j; the reverse is the split of their union that
+        ``_split`` would propose from r (a tail: c as the tail around r)."""
         self.tried["merge"] += 1
         stats, target = partition.stats, self.target
         gain = target.merge_gain(stats, partition.evidence, c)
@@ -251,8 +246,12 @@ class SplitMergeMove:
         if threshold >= 0:  # rejected whatever the reverse split's ln q (at most 0): no template needed
             return
         rows = self._rows(partition, c, j)
-        side = (partition.labels[rows] == j).long()
-        if threshold < sides_log_prob(template(target.scaled[rows]), side):
+        if tail:
+            log_q = ordered_log_prob(tail_template(target.scaled[rows], int((rows == r).nonzero()[0, 0])),
+                                     (partition.labels[rows] == c).long())
+        else:
+            log_q = sides_log_prob(template(target.scaled[rows]), (partition.labels[rows] == j).long())
+        if threshold < log_q:
             labels = partition.labels.clone()
             labels[rows] = c
             merged = {name: value.clone() for name, value in stats.items()}
