@@ -178,13 +178,17 @@ class SplitMergeMove:
     def attempt(self, partition) -> None:
         """One application of the kernel (the module docstring) at a uniformly drawn row: of the
         halves kernel, or with probability ``TAIL_SHARE`` of the tail kernel."""
-        r = int(torch.randint(partition.labels.numel(), (1,))[0])
-        c = int(partition.labels[r])
-        tail = bool(torch.rand(()) < TAIL_SHARE)
-        if torch.rand(()) < 0.5:
-            self._split(partition, r, c, tail)
-        elif partition.k > 1:
-            self._merge(partition, r, c, tail)
+        tail, split = bool(torch.rand(()) < TAIL_SHARE), bool(torch.rand(()) < 0.5)
+        if not split and partition.k < 2:
+            return
+        if tail and not split:  # attach: a cluster drawn with probability 1 / n_c, then one of its rows
+            c = int(torch.multinomial(attach_weights(partition.stats["count"]), 1)[0])
+            members = self._rows(partition, c)
+            r = int(members[torch.randint(members.numel(), (1,))[0]])
+        else:
+            r = int(torch.randint(partition.labels.numel(), (1,))[0])
+            c = int(partition.labels[r])
+        (self._split if split else self._merge)(partition, r, c, tail)
 
     def _rows(self, partition, *clusters) -> torch.Tensor:
         member = partition.labels == clusters[0]
@@ -217,6 +221,10 @@ class SplitMergeMove:
         log_ratio = (split_prior(target.alpha, target.discount, partition.k, rows.numel() - moving, moving)
                      + piece_evidence.sum() - partition.evidence[c])
         log_q = ordered_log_prob(log_side, side) if tail else sides_log_prob(log_side, side)
+        if tail:  # the reverse attach draws r (``attach_log_prob``) where this drew it uniformly
+            counts = torch.cat([partition.stats["count"], partition.stats["count"].new_tensor([moving])])
+            counts[c] -= moving
+            log_q = log_q - attach_log_prob(counts, -1) - math.log(partition.labels.numel())
         threshold = torch.log(torch.rand((), dtype=torch.float64)) - log_ratio + log_q
         if threshold >= 0:  # rejected whatever the reverse merge's ln P (at most 0)
             return
@@ -243,6 +251,8 @@ class SplitMergeMove:
         forward = _mixed_with_uniform(gain, c)
         j = int(torch.multinomial(forward.exp(), 1)[0])
         threshold = torch.log(torch.rand((), dtype=torch.float64)) - gain[j] + forward[j]
+        if tail:  # the reverse detach draws r uniformly, where this drew it by ``attach_log_prob``
+            threshold = threshold + attach_log_prob(stats["count"], c) + math.log(partition.labels.numel())
         if threshold >= 0:  # rejected whatever the reverse split's ln q (at most 0): no template needed
             return
         rows = self._rows(partition, c, j)
@@ -261,6 +271,18 @@ class SplitMergeMove:
             evidence[c] = target.evidence({name: value[c:c + 1] for name, value in merged.items()})[0]
             partition.update(*_drop(labels, merged, evidence, j))
             self.accepted["merge"] += 1
+
+
+def attach_weights(counts: torch.Tensor) -> torch.Tensor:
+    """The attach move's draw of a cluster, (K,): 1 / n_c, so that a cluster of a few rows (a
+    label step can leave one behind, ``sampler``) is drawn at once among large ones."""
+    return 1 / counts.double()
+
+
+def attach_log_prob(counts: torch.Tensor, c: int) -> float:
+    """ln of the attach move's probability of drawing cluster c and then a given row of it."""
+    weights = attach_weights(counts)
+    return float((weights[c] / weights.sum()).log() - counts[c].double().log())
 
 
 def _drop(labels: torch.Tensor, stats: dict, evidence: torch.Tensor, j: int):
