@@ -16,7 +16,7 @@ from bnpzoo.base import ConvergenceWarning
 from bnpzoo.data import blobs
 from bnpzoo.diagnostics import RHAT_LIMIT, arviz
 from bnpzoo.families import ComponentPrior, NormalGammaFamily, NormalWishartFamily
-from bnpzoo.inference.stick_mixture import sampler
+from bnpzoo.inference.stick_mixture import sampler, split_merge
 from bnpzoo.inference.stick_mixture.split_merge import SplitMergeMove, Target, log_partition_prior, split_prior
 from bnpzoo.metrics import nmi
 
@@ -77,6 +77,43 @@ def test_each_step_leaves_the_joint_of_partition_and_data_invariant(step, discou
     moved = spread > 0
     assert moved.any()
     assert (differences.mean(0)[moved].abs() < 4.5 * spread[moved]).all(), differences.mean(0) / spread
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kernel", ["tail", "halves"])
+def test_each_move_kernel_alone_samples_every_enumerated_partition(kernel, monkeypatch):
+    """Each kernel of ``SplitMergeMove`` alone (tails: detach and attach; halves: split and merge)
+    on 5 close rows, where all 52 partitions hold mass: each partition's share of the attempts
+    against its enumerated posterior, within 5 batch-means standard errors (plus 0.004). A wrong
+    term in an acceptance ratio (a draw's probability, say) moves the small clusters' shares."""
+    monkeypatch.setattr(split_merge, "TAIL_SHARE", 1.0 if kernel == "tail" else 0.0)
+    torch.manual_seed(2)
+    x = (torch.randn(5, 2) * 0.6).double()
+    prior = ComponentPrior(mean=x.mean(0), mean_precision=0.5, covariance=torch.eye(2, dtype=torch.float64) * 0.5,
+                           dof=2.0)
+    target = Target(NormalGammaFamily(), prior, 3.0, 0.3, x / x.std(0))  # alpha 3: K = 1 to 5 all likely
+    exact = {}
+    for blocks in _partitions(5):
+        labels = torch.empty(5, dtype=torch.long)
+        for k, block in enumerate(blocks):
+            labels[block] = k
+        exact[_canonical(labels)] = float(sampler.log_joint(target, sampler.partition(target, x, labels, len(blocks))))
+    total = torch.logsumexp(torch.tensor(list(exact.values())), 0)
+    state, moves = sampler.init(target, x), SplitMergeMove(target, x)
+    attempts, batches = 40000, 40
+    visited = []
+    for _ in range(attempts):
+        moves.attempt(state)
+        visited.append(_canonical(state.labels))
+    keys = list(exact)
+    index = {key: i for i, key in enumerate(keys)}
+    hits = torch.nn.functional.one_hot(torch.tensor([index[v] for v in visited]), len(keys)).double()
+    shares = hits.view(batches, -1, len(keys)).mean(1)
+    error = shares.std(0) / math.sqrt(batches)
+    probability = torch.tensor([math.exp(exact[key] - total) for key in keys])
+    assert (probability > 0.002).sum() == len(keys)  # mass everywhere: the test sees small clusters
+    assert ((shares.mean(0) - probability).abs() < 5 * error + 0.004).all(), \
+        (shares.mean(0) - probability).abs().max()
 
 
 def _partitions(n: int):
