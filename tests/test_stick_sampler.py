@@ -232,11 +232,11 @@ def test_gibbs_fits_a_bernoulli_mixture_and_refuses_a_family_without_evidence():
     X = (rng.random((300, 12)) < np.where(centres[truth], 0.9, 0.1)).astype(np.float32)
     fitted = DPBMM(inference="gibbs", max_iter=20, warmup=10, num_chains=1, random_state=0).fit(X)
     # the posterior holds a few rows apart in clusters of their own (the DP's small clusters); the
-    # three centres are its large clusters
-    sizes = np.bincount(fitted.predict(X))
-    assert (sizes >= 30).sum() == 3 and sizes[sizes < 30].sum() <= 30
-    large = np.isin(fitted.predict(X), np.flatnonzero(sizes >= 30))
-    assert nmi(truth[large], fitted.predict(X)[large]) > 0.8  # one feature in ten flipped: about 0.87 at best
+    # three centres are its three largest clusters, most of the rows
+    labels = fitted.predict(X)
+    largest = np.isin(labels, np.argsort(np.bincount(labels))[-3:])
+    assert largest.mean() > 0.8
+    assert nmi(truth[largest], labels[largest]) > 0.8  # one feature in ten flipped: about 0.87 at best
     with pytest.raises(ValueError, match="gibbs.*cluster evidence"):
         PYPGGM(inference="gibbs", likelihood="laplace", max_iter=5).fit(X)
 

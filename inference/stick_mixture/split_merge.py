@@ -46,7 +46,9 @@ UNIFORM_SHARE = 0.1  # the partner proposal's uniform part: every pair can be pr
 TEMPLATE_ROUNDS = 4  # 2-means rounds of a split's template
 TEMPLATE_ROWS = 256  # the most rows a template is fitted on (it then scores them all)
 TAIL_SHARE = 0.25  # of the attempts, the share that detach or attach a tail (``tail_template``)
-TAIL_WIDTH, TAIL_WEIGHT = 0.25, 0.05  # a tail's spread (of the cluster's) and prior weight
+CORE_SHARE = 1 / 3  # of the halves kernel's templates, the share that part a core from its shell
+TAIL_WIDTHS = (1 / 64, 1 / 16, 1 / 4)  # a tail's spreads (of the cluster's), one drawn a detach
+TAIL_WEIGHT = 0.05  # a tail's prior weight in its template
 
 
 def split_prior(alpha: float, discount: float, k: int, n_a, n_b) -> torch.Tensor:
@@ -125,6 +127,8 @@ def template(rows: torch.Tensor) -> torch.Tensor:
     diagonal Gaussian (its spread shrunk toward the cluster's by one pseudo-row). It depends on
     the rows as a set and on torch's generator only."""
     fitted = rows if rows.shape[0] <= TEMPLATE_ROWS else rows[torch.randint(rows.shape[0], (TEMPLATE_ROWS,))]
+    if torch.rand(()) < CORE_SHARE:
+        return core_template(rows, fitted)
     first = fitted[torch.randint(fitted.shape[0], (1,))[0]]
     centres = torch.stack([first, fitted[_pick(((fitted - first) ** 2).sum(1).double())]])
     for _ in range(TEMPLATE_ROUNDS):
@@ -139,16 +143,49 @@ def template(rows: torch.Tensor) -> torch.Tensor:
     return _sides(rows, centres, (squares + spread) / (sizes[:, None] + 1), (sizes + 1) / (fitted.shape[0] + 2))
 
 
+def core_template(rows: torch.Tensor, fitted: torch.Tensor) -> torch.Tensor:
+    """ln p(side | row), (n, 2): a cluster's core against its shell, two diagonal Gaussians about the
+    fitted rows' mean, their spreads s_1 < s_2 (times the rows' own) and weights from
+    ``TEMPLATE_ROUNDS`` rounds of EM on the rows' squared distances (a scale mixture of chi^2_D).
+    Two clusters about one centre, one broad, are what a label step makes of a cluster split in
+    two by an earlier move; this template proposes their merge's reverse."""
+    centre, variance = fitted.mean(0), fitted.var(0, unbiased=False).clamp_min(1e-12)
+    distances = (((fitted - centre) ** 2) / variance).sum(1).double()
+    dim = fitted.shape[1]
+    scales, weights = distances.new_tensor([0.5, 2.0]), distances.new_tensor([0.5, 0.5])
+    for _ in range(TEMPLATE_ROUNDS):
+        shares = torch.softmax(weights.log() - 0.5 * dim * scales.log() - distances[:, None] / (2 * scales), 1)
+        weights = (shares.mean(0) + 1 / fitted.shape[0]) / (1 + 2 / fitted.shape[0])  # never 0
+        scales = ((shares * distances[:, None]).sum(0) + dim) / (dim * (shares.sum(0) + 1))  # a pseudo-row at 1
+    variances = scales.to(rows.dtype)[:, None] * variance
+    return _sides(rows, torch.stack([centre, centre]), variances, weights.to(rows.dtype))
+
+
 def tail_template(rows: torch.Tensor, seed: int) -> torch.Tensor:
-    """ln p(side | row), (n, 2): the rows near row ``seed`` of a cluster's ``rows`` (scaled units) on
-    side 1, a diagonal Gaussian around it of ``TAIL_WIDTH`` times the cluster's spread with prior
-    weight ``TAIL_WEIGHT``; side 0 the cluster's own diagonal Gaussian; the seed on side 1 surely.
-    A function of the rows as a set and the seed only."""
+    """ln p(side | row, width), (W, n, 2), a uniform mixture over the ``TAIL_WIDTHS``: the rows near
+    row ``seed`` of a cluster's ``rows`` (scaled units) on side 1, a diagonal Gaussian around it of
+    the width times the cluster's spread with prior weight ``TAIL_WEIGHT``; side 0 the cluster's
+    own diagonal Gaussian; the seed on side 1 surely. A function of the rows as a set and the seed
+    only. The narrow widths detach one row or a few from a long cluster's core (where a label step
+    can leave a cluster of one, ``sampler``), the wide ones a tail of many."""
     centre, variance = rows.mean(0), rows.var(0, unbiased=False).clamp_min(1e-12)
     weights = torch.tensor([1 - TAIL_WEIGHT, TAIL_WEIGHT], dtype=rows.dtype, device=rows.device)
-    log_side = _sides(rows, torch.stack([centre, rows[seed]]), torch.stack([variance, TAIL_WIDTH * variance]), weights)
-    log_side[seed] = torch.tensor([-math.inf, 0.0], dtype=log_side.dtype)
+    log_side = torch.stack([_sides(rows, torch.stack([centre, rows[seed]]), torch.stack([variance, width * variance]),
+                                   weights) for width in TAIL_WIDTHS])
+    log_side[:, seed] = torch.tensor([-math.inf, 0.0], dtype=log_side.dtype)
     return log_side
+
+
+def draw_tail(log_side: torch.Tensor) -> torch.Tensor:
+    """Sides (n,) drawn from a tail template (W, n, 2): a width uniformly, then each row's side."""
+    chosen = log_side[torch.randint(log_side.shape[0], (1,))[0]]
+    return (torch.rand(chosen.shape[0], dtype=chosen.dtype, device=chosen.device) < chosen[:, 1].exp()).long()
+
+
+def tail_log_prob(log_side: torch.Tensor, side: torch.Tensor) -> torch.Tensor:
+    """ln q of the sides ``side`` (n,), side 1 the tail, under a tail template (W, n, 2)."""
+    per_width = log_side.gather(2, side[None, :, None].expand(log_side.shape[0], -1, 1)).sum((1, 2))
+    return torch.logsumexp(per_width, 0) - math.log(log_side.shape[0])
 
 
 def _sides(rows, centres, variances, weights) -> torch.Tensor:
@@ -159,12 +196,7 @@ def _sides(rows, centres, variances, weights) -> torch.Tensor:
 
 def sides_log_prob(log_side: torch.Tensor, side: torch.Tensor) -> torch.Tensor:
     """ln q of the unordered pair of sides ``side`` (n,) under the template ``log_side`` (n, 2)."""
-    return torch.logaddexp(ordered_log_prob(log_side, side), ordered_log_prob(log_side, 1 - side))
-
-
-def ordered_log_prob(log_side: torch.Tensor, side: torch.Tensor) -> torch.Tensor:
-    """ln q of the sides ``side`` (n,), side 1 as such, under the template ``log_side`` (n, 2)."""
-    return log_side.gather(1, side[:, None]).sum()
+    return torch.logaddexp(log_side.gather(1, side[:, None]).sum(), log_side.gather(1, 1 - side[:, None]).sum())
 
 
 class SplitMergeMove:
@@ -209,9 +241,12 @@ class SplitMergeMove:
             return
         self.tried["split"] += 1
         at = int((rows == r).nonzero()[0, 0])
-        log_side = tail_template(self.target.scaled[rows], at) if tail else template(self.target.scaled[rows])
-        side = (torch.rand(rows.numel(), dtype=log_side.dtype, device=rows.device) < log_side[:, 1].exp()).long()
-        if not tail:
+        if tail:
+            log_side = tail_template(self.target.scaled[rows], at)
+            side = draw_tail(log_side)
+        else:
+            log_side = template(self.target.scaled[rows])
+            side = (torch.rand(rows.numel(), dtype=log_side.dtype, device=rows.device) < log_side[:, 1].exp()).long()
             side = side ^ side[at]  # r's side is 0: the cluster that stays c
         moving = int(side.sum())
         if moving in (0, rows.numel()):
@@ -220,7 +255,7 @@ class SplitMergeMove:
         piece_evidence = target.evidence(pieces)
         log_ratio = (split_prior(target.alpha, target.discount, partition.k, rows.numel() - moving, moving)
                      + piece_evidence.sum() - partition.evidence[c])
-        log_q = ordered_log_prob(log_side, side) if tail else sides_log_prob(log_side, side)
+        log_q = tail_log_prob(log_side, side) if tail else sides_log_prob(log_side, side)
         if tail:  # the reverse attach draws r (``attach_log_prob``) where this drew it uniformly
             counts = torch.cat([partition.stats["count"], partition.stats["count"].new_tensor([moving])])
             counts[c] -= moving
@@ -257,7 +292,7 @@ class SplitMergeMove:
             return
         rows = self._rows(partition, c, j)
         if tail:
-            log_q = ordered_log_prob(tail_template(target.scaled[rows], int((rows == r).nonzero()[0, 0])),
+            log_q = tail_log_prob(tail_template(target.scaled[rows], int((rows == r).nonzero()[0, 0])),
                                      (partition.labels[rows] == c).long())
         else:
             log_q = sides_log_prob(template(target.scaled[rows]), (partition.labels[rows] == j).long())
