@@ -11,30 +11,42 @@ family's ``log_evidence`` of the cluster's statistics. The discount enters every
 ``split_prior``: a split multiplies the partition's prior by (alpha + K d) Gamma(n_a - d)
 Gamma(n_b - d) / (Gamma(1 - d) Gamma(n_a + n_b - d)), which for d > 0 favours small clusters.
 
-The moves (one ``SplitMergeMove`` a call, ``attempt``). A row r is drawn uniformly (its choice does
-not depend on the state, so that it cancels); with probability 1/2 its cluster c is split, else
-merged with a partner j:
+The moves (one ``SplitMergeMove`` a call, ``attempt``): two kernels, each reversible, one drawn
+per attempt by a coin that does not look at the state (``TAIL_SHARE`` for the second).
 
-    split  rows of c go to two sides drawn independently from a template of c's rows (``template``:
-           mostly two pieces, two seeds, the first a random row, the second drawn k-means++-like, a
-           few 2-means rounds; else a tail, the rows near one of the cluster's farthest rows; then
-           each row's probability of each side under a diagonal Gaussian per side); q_split = the
-           probability of the pair of sides, either way round (over every seed of a tail);
+The halves kernel. A row r is drawn uniformly (1 / N both ways, so it cancels); with probability
+1/2 its cluster c is split, else merged with a partner j:
+
+    split  rows of c go to two sides drawn independently from a fresh template of c's rows
+           (``template``: two halves, two seeds, the first a random row, the second drawn
+           k-means++-like, a few 2-means rounds; or, a third of the time, a core and its shell,
+           ``core_template``; then each row's probability of each side under a diagonal Gaussian
+           per side); q_split = the probability of the pair of sides, either way round;
     merge  j ~ P(j | c), a mixture of the softmax of the merge's own log target ratio over the other
            clusters and the uniform (``partner_log_probs``, ``UNIFORM_SHARE``).
 
-Both are one kernel: the reverse of a split of c into (a, b), r in a, is the merge of a with b
-(probability P(b | a) in the split state), and the reverse of a merge is the split of the merged
-cluster with a fresh template (the template's seeds are drawn anew each time, independently of the
-state, so the kernel is a mixture over them of reversible kernels). The acceptance is
+The reverse of a split of c into (a, b), r in a, is the merge of a with b (probability P(b | a) in
+the split state), and the reverse of a merge is the split of the merged cluster with a fresh
+template (the template's random draws are made anew each time, independently of the state, so the
+kernel is a mixture over them of reversible kernels). The acceptance is
 
     split  min(1, p(z') / p(z) * P(b | a; z') / q_split(a, b))
-    merge  min(1, p(z') / p(z) * q_split(c, j; template of c u j) / P(j | c; z))
+    merge  min(1, p(z') / p(z) * q_split(c, j; template of c u j) / P(j | c; z)).
 
-the coin (1/2) and the row (1 / N) cancelling. Unlike Chang and Fisher's (2013) sub-cluster moves,
-whose merge ratio is approximate, every probability here is computed exactly; the template is
-theirs in spirit (a split along the cluster's own two-piece structure), made fresh for each
-proposal. ``tests/test_stick_sampler.py`` checks the moves alone against the enumerated posterior.
+The tail kernel, where small clusters open and close (and the discount acts):
+
+    detach r drawn uniformly (1 / N); the rows of its cluster c near r (``tail_template``, a
+           mixture of widths, summed exactly; r surely) leave as a new cluster b;
+    attach a cluster b drawn with probability proportional to 1 / n_b, then r in it uniformly
+           (``attach_log_prob``); b joins a partner c ~ P(c | b).
+
+The reverse of a detach is the attach that draws b and r back, and the other way round, so each
+ratio carries the two draws' probabilities besides q and P: a cluster of one row that a label step
+left behind is drawn at once and joins the cluster it belongs to. Unlike Chang and Fisher's (2013)
+sub-cluster moves, whose merge ratio is approximate, every probability here is computed exactly;
+the halves template is theirs in spirit (a split along the cluster's own two-piece structure),
+made fresh for each proposal. ``tests/test_stick_sampler.py`` checks each kernel alone against the
+enumerated posterior.
 """
 
 import math
