@@ -26,8 +26,8 @@ import torch
 from bnpzoo import data as datasets
 from bnpzoo.base import ConvergenceWarning
 from bnpzoo.corpus import Corpus, read_corpus
-from bnpzoo.diagnostics import RHAT_LIMIT
 from bnpzoo.coupled_dp import TOP_WORDS, TOPIC_SHARE
+from bnpzoo.diagnostics import RHAT_LIMIT
 from bnpzoo.docstrings import first_sentence
 from bnpzoo.inference import data_parallel
 from bnpzoo.metrics import acc, clusters_used, nmi

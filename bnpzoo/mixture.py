@@ -197,7 +197,8 @@ FITTED_ATTRIBUTES = """
     n_features_in_, fit_seconds_ : D, and the fit's wall time in seconds.
     samples_ : the sampler's draws by chain (inference="gibbs"), each (num_chains, max_iter): ``log_joint``,
         ln p(partition, X) with the clusters' parameters integrated out, ``n_clusters`` and ``n_small``
-        (the clusters holding under 1 % of the rows); None for the other learners. ``to_arviz()`` gives them to ArviZ (R-hat, ESS, trace plots).
+        (the clusters holding under 1 % of the rows); None for the other learners. ``to_arviz()``
+        gives them to ArviZ (R-hat, ESS, trace plots).
     coclustering_ : (m, m) the share of the sampler's kept sweeps in which two of the rows
         ``coclustering_rows_`` (at most 1,000 of the training rows, drawn at random, in order) share
         a cluster; None for the other learners.

@@ -132,9 +132,10 @@ def _squared_distances(rows: torch.Tensor, centres: torch.Tensor, scale=1.0) -> 
 
 
 def template(rows: torch.Tensor) -> torch.Tensor:
-    """ln p(side | row), (n, 2): a fresh two-piece template of a cluster's ``rows`` (scaled units),
-    fitted on ``TEMPLATE_ROWS`` of them drawn at random (all of them where fewer): two seeds, the
-    first a random fitted row, the second drawn with probability proportional to its squared
+    """ln p(side | row), (n, 2): a fresh template of a cluster's ``rows`` (scaled units), fitted on
+    ``TEMPLATE_ROWS`` of them drawn at random (all of them where fewer): with probability
+    ``CORE_SHARE`` a core and its shell (``core_template``), else two halves: two seeds, the first
+    a random fitted row, the second drawn with probability proportional to its squared
     distance from the first (k-means++), ``TEMPLATE_ROUNDS`` rounds of 2-means, then each side's
     diagonal Gaussian (its spread shrunk toward the cluster's by one pseudo-row). It depends on
     the rows as a set and on torch's generator only."""
@@ -305,7 +306,7 @@ class SplitMergeMove:
         rows = self._rows(partition, c, j)
         if tail:
             log_q = tail_log_prob(tail_template(target.scaled[rows], int((rows == r).nonzero()[0, 0])),
-                                     (partition.labels[rows] == c).long())
+                                  (partition.labels[rows] == c).long())
         else:
             log_q = sides_log_prob(template(target.scaled[rows]), (partition.labels[rows] == j).long())
         if threshold < log_q:
