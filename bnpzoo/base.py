@@ -33,13 +33,14 @@ class ConvergenceWarning(UserWarning):
     chains have not mixed."""
 
 
-def warn_if_unconverged(estimator, limit: int, stacklevel: int = 5) -> None:
+def warn_if_unconverged(estimator, limit: int, reason: str | None = None, stacklevel: int = 5) -> None:
     """ConvergenceWarning, as scikit-learn's estimators give it, when ``estimator.converged_`` is
-    False after ``fit``, which ran ``limit`` iterations (its ``max_iter`` or the learner's default);
-    the default ``stacklevel`` points at the caller of a ``fit`` wrapped by ``fit_threads`` and
-    ``keeps_caller_state``."""
+    False after ``fit``, which ran ``limit`` iterations (its ``max_iter`` or the learner's default):
+    the learner's ``reason`` (a sampler's: its chains have not mixed), else that the convergence
+    test had not passed; the default ``stacklevel`` points at the caller of a ``fit`` wrapped by
+    ``fit_threads`` and ``keeps_caller_state``."""
     if not estimator.converged_:
-        warnings.warn(f"{type(estimator).__name__}(inference={estimator.inference!r}) stopped after {limit} "
+        warnings.warn(reason or f"{type(estimator).__name__}(inference={estimator.inference!r}) stopped after {limit} "
                       f"iterations (max_iter) before its convergence test passed (tol={estimator.tol:g}): the fit "
                       f"may still move; raise max_iter to let it finish", ConvergenceWarning, stacklevel=stacklevel)
 

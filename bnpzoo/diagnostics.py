@@ -115,21 +115,28 @@ def chain_rhat(chains: np.ndarray) -> float:
     return rhat if np.isfinite(rhat) else np.inf
 
 
-def check_mixing(samples: dict, names, sweeps: int, stacklevel: int = 6) -> dict:
-    """R-hat of each of ``names`` in ``samples`` (name -> (chains, draws)), and a ConvergenceWarning
-    where one is above ``RHAT_LIMIT``, with the sweeps per chain (of ``sweeps`` run) that would give
-    about 100 effective draws at the rate these chains decorrelated."""
-    from bnpzoo.base import ConvergenceWarning
-
+def mixing(samples: dict, names, sweeps: int) -> tuple[dict, str | None]:
+    """R-hat of each of ``names`` in ``samples`` (name -> (chains, draws)), and where one is above
+    ``RHAT_LIMIT`` why the chains have not mixed, with the sweeps per chain (of ``sweeps`` run) that
+    would give about 100 effective draws at the rate these chains decorrelated (None: they mixed)."""
     rhat = {name: chain_rhat(samples[name]) for name in names}
     worst = max(rhat, key=lambda name: rhat[name] if np.isfinite(rhat[name]) else np.inf)
     if not rhat[worst] > RHAT_LIMIT:
-        return rhat
+        return rhat, None
     draws = np.asarray(samples[worst], dtype=np.float64)
     with np.errstate(invalid="ignore", divide="ignore"):
         ess = float(arviz().ess(draws))
     needed = int(np.ceil(sweeps * 100 / (ess if np.isfinite(ess) and ess > 1 else 1.0)))
-    warnings.warn(f"the {draws.shape[0]} chains have not mixed: R-hat of the {worst.replace('_', ' ')} is {rhat[worst]:.2f} (above "
-                  f"{RHAT_LIMIT}) and its effective sample size {ess:.0f}; fit again with about max_iter={needed} "
-                  "sweeps per chain", ConvergenceWarning, stacklevel=stacklevel)
+    return rhat, (f"the {draws.shape[0]} chains have not mixed: R-hat of the {worst.replace('_', ' ')} is "
+                  f"{rhat[worst]:.2f} (above {RHAT_LIMIT}) and its effective sample size {ess:.0f}; fit again with "
+                  f"about max_iter={needed} sweeps per chain")
+
+
+def check_mixing(samples: dict, names, sweeps: int, stacklevel: int = 6) -> dict:
+    """``mixing``'s R-hat, and its reason as a ConvergenceWarning where the chains have not mixed."""
+    from bnpzoo.base import ConvergenceWarning
+
+    rhat, reason = mixing(samples, names, sweeps)
+    if reason is not None:
+        warnings.warn(reason, ConvergenceWarning, stacklevel=stacklevel)
     return rhat

@@ -32,7 +32,7 @@ import torch
 from bnpzoo._validation import SEED, Interval, OneOf, batch_features, is_stream
 from bnpzoo.base import FittedTensor, MixtureEstimator, as_numpy, offered_if, warn_if_unconverged
 from bnpzoo.caller_state import keeps_caller_state
-from bnpzoo.diagnostics import RHAT_LIMIT, arviz, check_mixing
+from bnpzoo.diagnostics import arviz, mixing
 from bnpzoo.docstrings import undocumented
 from bnpzoo.families import ComponentPrior, TracedFamily, checked
 from bnpzoo.inference import data_parallel
@@ -244,9 +244,9 @@ class StickMixture(MixtureEstimator):
         if self.random_state is not None:
             pyro.set_rng_seed(int(self.random_state) + data_parallel.rank(group))
         family = self._settle(x)
-        self._record(x, self._learner().fit(self, x, family, start), start)
-        if self.rhat_ is None:  # a sampler's chains warn of their mixing (``_record_chains``)
-            warn_if_unconverged(self, self._iterations())
+        outcome = self._learner().fit(self, x, family, start)
+        self._record(x, outcome, start)
+        warn_if_unconverged(self, self._iterations(), outcome.unconverged)
         return self
 
     def _learner(self):
@@ -276,7 +276,7 @@ class StickMixture(MixtureEstimator):
                                     seed=None if self.random_state is None else int(self.random_state))
         chains = run_chains(kernel, num_samples=self._iterations(), warmup=self._warmup(),
                             num_chains=self._num_chains(), verbose=self.verbose)
-        self.coclustering_rows_ = watched.numpy()
+        unmixed = self._record_chains(chains, watched)
         best = chains.chains[chains.best]
         stick, counts = self._stick_prior(), best["stats"]["count"]
         order = torch.argsort(counts, descending=True)
@@ -285,7 +285,7 @@ class StickMixture(MixtureEstimator):
         shares = (stats["count"] - stick["discount"]) / (x.shape[0] + stick["alpha"])  # E[pi_k | partition]
         weights = torch.cat([shares, 1 - shares.sum(0, keepdim=True)]).to(x.dtype)
         return FitOutcome(point, weights_to_sticks(weights)[: order.numel() - 1], None, best["trace"], best["seconds"],
-                          len(best["trace"]), True, chains=chains)
+                          len(best["trace"]), unmixed is None, unconverged=unmixed)
 
     def _warmup(self) -> int:
         """The sampler's dropped sweeps per chain: ``warmup``, or half the kept ones."""
@@ -294,17 +294,19 @@ class StickMixture(MixtureEstimator):
     def _num_chains(self) -> int:
         return self.num_chains if self.num_chains is not None else self._learner().chains
 
-    def _record_chains(self, chains) -> None:
-        """The sampler's summaries: each chain's draws, the watched rows' co-clustering, the moves taken."""
+    def _record_chains(self, chains, watched) -> str | None:
+        """The sampler's summaries: each chain's draws and their R-hat, the ``watched`` rows'
+        co-clustering, the moves taken; why the chains have not mixed (None: they have)."""
         self.mcmc_ = chains.mcmc
         self.samples_ = {name: value.cpu() for name, value in chains.mcmc.get_samples(group_by_chain=True).items()}
-        self.rhat_ = check_mixing(self.samples_, ("log_joint", "n_clusters"), self._iterations(), stacklevel=7)
-        self.converged_ = all(value <= RHAT_LIMIT for value in self.rhat_.values())
+        self.rhat_, unmixed = mixing(self.samples_, ("log_joint", "n_clusters"), self._iterations())
+        self.coclustering_rows_ = watched.numpy()
         recorded = torch.cat([chain["recorded"] for chain in chains.chains])
         self.coclustering_ = coclustering(recorded).numpy()
         moves = {kind: (sum(c["accepted"][kind] for c in chains.chains), sum(c["tried"][kind] for c in chains.chains))
                  for kind in ("split", "merge")}
         self.acceptance_ = {kind: taken / max(tried, 1) for kind, (taken, tried) in moves.items()}
+        return unmixed
 
     def _vmm_settings(self, family) -> dict:
         """vmm's settings (``vmm.VMMSettings``) from this estimator's arguments, for its fit and for
@@ -651,8 +653,6 @@ class StickMixture(MixtureEstimator):
         self.elbo_trace_, self.elbo_seconds_ = [float(v) for v in outcome.trace], [float(v) for v in outcome.seconds]
         self.phase_starts_ = list(outcome.phase_starts)
         self.n_iter_, self.converged_ = outcome.n_iter, bool(outcome.converged)
-        if outcome.chains is not None:
-            self._record_chains(outcome.chains)
         self.fit_seconds_ = time.perf_counter() - start
         self._check_finite(bound=self.elbo_trace_, means=self._fitted("means_"), weights=self._fitted("weights_"),
                            scale=self._fitted("scale_"))

@@ -28,7 +28,8 @@ CLOSED_FORMS = {"fisher": "per-sample Fisher", "natural": "conjugate natural-gra
 class FitOutcome:
     """What a learner's fit leaves for the estimator to record: the family's point estimates (the
     ``means`` and any learned spreads), the sticks, the means' factor scales (or None), the bound
-    with its times, the steps, whether it converged, where each prior phase began."""
+    with its times, the steps, whether it converged (and why not, where the learner says it in its
+    own words), where each prior phase began."""
 
     point: dict
     sticks: torch.Tensor
@@ -38,7 +39,7 @@ class FitOutcome:
     n_iter: int = 0
     converged: bool = False
     phase_starts: list = field(default_factory=lambda: [0])
-    chains: object = None  # a sampler's chains (``inference.stick_mixture.sampler.Chains``)
+    unconverged: str | None = None  # the warning's words when not converged (None: max_iter's)
 
 
 class _Checks:

@@ -182,9 +182,13 @@ def tail_template(rows: torch.Tensor, seed: int) -> torch.Tensor:
     only. The narrow widths detach one row or a few from a long cluster's core (where a label step
     can leave a cluster of one, ``sampler``), the wide ones a tail of many."""
     centre, variance = rows.mean(0), rows.var(0, unbiased=False).clamp_min(1e-12)
-    weights = torch.tensor([1 - TAIL_WEIGHT, TAIL_WEIGHT], dtype=rows.dtype, device=rows.device)
-    log_side = torch.stack([_sides(rows, torch.stack([centre, rows[seed]]), torch.stack([variance, width * variance]),
-                                   weights) for width in TAIL_WIDTHS])
+    # the distances once, in the cluster's spread; a width w scales side 1's by 1 / w and its
+    # normaliser by w^(D/2) (ln |v|, common to both sides, cancels in the softmax)
+    distances = _squared_distances(rows, torch.stack([centre, rows[seed]]), variance).double()
+    widths = torch.tensor(TAIL_WIDTHS, dtype=torch.float64, device=rows.device)[:, None]
+    bulk = (-0.5 * distances[:, 0] + math.log(1 - TAIL_WEIGHT)).expand(widths.shape[0], -1)
+    near = -0.5 * (distances[:, 1] / widths + rows.shape[1] * widths.log()) + math.log(TAIL_WEIGHT)
+    log_side = torch.stack([bulk, near], dim=-1).log_softmax(-1)  # (W, n, 2)
     log_side[:, seed] = torch.tensor([-math.inf, 0.0], dtype=log_side.dtype)
     return log_side
 
