@@ -53,7 +53,7 @@ VARIANTS = {  # [PYPM-sVMM] section VI.C's cases (the paper's fixed scale), and 
                                                    random_state=seed),
     "Gau: mgrad+mdir (svmm)": lambda seed: PYPGGM(likelihood="gaussian", covariance="fixed", inference="svmm",
                                                   random_state=seed),
-    "Lapl: mgrad+mdir (svmm)": lambda seed: PYPGGM(likelihood="laplace", random_state=seed),
+    "Lapl: mgrad+mdir (svmm)": lambda seed: PYPGGM(likelihood="laplace", covariance="fixed", random_state=seed),
     "SVI: DPM (natgrad-svi)": lambda seed: PYPGGM(likelihood="gaussian", covariance="fixed", inference="natgrad-svi",
                                                   random_state=seed),
     "PYPGGM default (Gaussian, learned covariance, svmm)": lambda seed: PYPGGM(random_state=seed),
@@ -152,8 +152,8 @@ def bench_scale():
         sigma = shared_scale(X)
         scores = [nmi(y, make().fit(X).predict(X)) for make in (
             lambda: DPGMM(covariance="fixed", random_state=0), lambda: DPGMM(scale=sigma, random_state=0),
-            lambda: PYPGGM(likelihood="laplace", random_state=0),
-            lambda: PYPGGM(likelihood="laplace", scale=sigma, random_state=0))]
+            lambda: PYPGGM(likelihood="laplace", covariance="fixed", random_state=0),
+            lambda: PYPGGM(likelihood="laplace", covariance="fixed", scale=sigma, random_state=0))]
         peer = nmi(y, bgm("diag").fit(X).predict(X))
         rows.append((name, *(f"{v:.3f}" for v in scores), f"{peer:.3f}"))
         print(f"  scale {name}: {rows[-1][1:]}", flush=True)

@@ -508,8 +508,8 @@ class StickMixture(MixtureEstimator):
         responsibilities there gave digits' NMI 0.674 against 0.721 (random_state 0 to 4; vmm 0.730;
         0.711 once the pruning phase took vmm's pace, ``session.StochasticSession._settled``)."""
         chosen = self._learner()
-        if self.assignment is None:  # soft with moves: hard VB cuts overlapping clusters apart
-            return not chosen.enumerates and not self._family().capabilities.moves
+        if self.assignment is None:  # the family's default (``families.contract``)
+            return not chosen.enumerates and not self._family().capabilities.soft_assignments
         if chosen.needs == "fisher" and self.assignment == "soft":
             # F collects r_nk^2 while g collects r_nk: diffuse clusters get steps of order 1 / r_nk
             raise ValueError("assignment='soft' does not suit sga-fisher: its per-sample Fisher needs "

@@ -105,6 +105,22 @@ def generalized_gaussian_log_density(x: torch.Tensor, means: torch.Tensor, std, 
     return log_norm - torch.cdist(x / s, means / s, p=rho).pow(rho)
 
 
+def generalized_gaussian_table(x: torch.Tensor, means: torch.Tensor, std: torch.Tensor, rho: float, *,
+                               smoothing: torch.Tensor | None = None) -> torch.Tensor:
+    """ln prod_d GGD(x_nd | mu_kd, s_kd, rho) for all pairs, (N, K), with a standard deviation per
+    cluster and feature ``std`` (K, D) (s from ``generalized_gaussian_shape``), in blocks of rows
+    (an N x K x D tensor a block at a time); ``smoothing`` (K, D) replaces |x - mu|^rho by ((x - mu)^2 +
+    smoothing)^(rho/2) (``families.learned_scale``: the bound under a Gaussian factor of the means)."""
+    s = generalized_gaussian_shape(std, rho)
+    log_norm = (x.shape[-1] * (math.log(rho / 2) - math.lgamma(1 / rho)) - s.log().sum(-1))
+    table = x.new_empty(x.shape[0], means.shape[0])
+    for rows in row_blocks(x.shape[0], means.numel(), device=x.device):
+        gap = (x[rows, None, :] - means) ** 2
+        gap = gap if smoothing is None else gap + smoothing
+        table[rows] = log_norm - (gap ** (0.5 * rho) / s**rho).sum(-1)
+    return table
+
+
 def diagonal_gaussian_log_density(x: torch.Tensor, means: torch.Tensor, precisions: torch.Tensor) -> torch.Tensor:
     """ln N(x_n | mu_k, diag(1 / P_k)) for all pairs, (N, K), with a precision per cluster and feature
     (``precisions`` (K, D)): three matrix products, sum_d P_kd (x_nd^2 - 2 x_nd mu_kd + mu_kd^2)."""

@@ -10,13 +10,14 @@ only the N densities it names (``assigned_log_density``).
 """
 
 import copy
+import math
 
 import torch
 from pyro.distributions import TorchDistribution, constraints
 
 from bnpzoo.distributions import GeneralizedGaussian
 from bnpzoo.ops import (bernoulli_log_density, diagonal_gaussian_log_density, full_gaussian_log_density,
-                        generalized_gaussian_log_density, generalized_gaussian_shape)
+                        generalized_gaussian_log_density, generalized_gaussian_shape, generalized_gaussian_table)
 
 
 class AssignedComponents(TorchDistribution):
@@ -51,22 +52,31 @@ class AssignedComponents(TorchDistribution):
 
 class AssignedGeneralizedGaussian(AssignedComponents):
     """x_nd ~ GGD(mu_{z_n d}, s_d, rho) ([PYPM-sVMM] eq. (2)-(3)), every feature d with standard
-    deviation ``std`` (a scalar, or one per feature): s_d = std_d sqrt(Gamma(1/rho) / Gamma(3/rho))."""
+    deviation ``std`` (a scalar, one per feature, or one per cluster and feature, (K, D)): s_d = std_d
+    sqrt(Gamma(1/rho) / Gamma(3/rho))."""
 
     def __init__(self, means: torch.Tensor, std, rho: float, assignment: torch.Tensor, validate_args=None):
         self.means, self.rho = means, float(rho)
         self.std = torch.as_tensor(std, dtype=means.dtype, device=means.device)
+        self.per_cluster = self.std.dim() == 2
         super().__init__(assignment, means.shape[-1], validate_args=validate_args)
 
     def component_log_density(self, x):
+        if self.per_cluster:
+            return generalized_gaussian_table(x, self.means, self.std, self.rho)
         return generalized_gaussian_log_density(x, self.means, self.std, self.rho)
 
     def assigned_log_density(self, x):
+        if self.per_cluster:
+            s = generalized_gaussian_shape(self.std[self.assignment], self.rho)
+            return (math.log(self.rho / 2) - math.lgamma(1 / self.rho) - s.log()
+                    - ((x - self.means[self.assignment]).abs() / s) ** self.rho).sum(-1)
         return generalized_gaussian_log_density(x, self.means[self.assignment], self.std, self.rho, paired=True)
 
     def sample(self, sample_shape=torch.Size()):
-        loc = self.means[self.assignment.expand(sample_shape + self.batch_shape)]
-        shape = generalized_gaussian_shape(self.std, self.rho)
+        assignment = self.assignment.expand(sample_shape + self.batch_shape)
+        loc = self.means[assignment]
+        shape = generalized_gaussian_shape(self.std[assignment] if self.per_cluster else self.std, self.rho)
         return GeneralizedGaussian(loc, shape.expand_as(loc), torch.full_like(loc, self.rho)).sample()
 
 

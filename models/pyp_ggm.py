@@ -18,7 +18,14 @@ sd^2 / lambda0 instead of 1 / lambda0, which makes the fit independent of the da
 
 At rho = 2 a cluster may learn its spread too: ``covariance`` "full", "diag" or "spherical" is
 ``models.dp_gmm``'s program with these sticks (a precision per cluster, site ``precision``, and
-its conjugate prior; ``scale`` the prior's guess).
+its conjugate prior; ``scale`` the prior's guess). At 1 <= rho < 2, ``covariance="diag"`` learns a
+scale per cluster and feature (``families.learned_scale``, a departure from the paper's fixed s):
+
+    tau_kd ~ Gamma(nu0 / rho, nu0 s0_d^rho / rho)      site ``precision``; s_kd = tau_kd^(-1/rho)
+    x_nd ~ GGD(B_{z_n d}, s_{z_n d}, rho)
+
+s0 the GGD shape of the prior's guess of a cluster's standard deviation (``prior_covariance``'s
+diagonal, else ``scale``), worth nu0 = ``prior_dof`` rows (default D).
 
 Sites: ``v`` (K-1 sticks), ``mu`` (the K x D means B), ``z`` (enumerated), ``x``; the data plate
 is named ``"data"`` and subsamples through ``subsample_size``. With ``data=None`` the program
@@ -27,10 +34,12 @@ generates ``num_data`` observations of dimension ``dim``.
 
 import pyro
 import pyro.distributions as dist
+import torch
 
 from bnpzoo.models.assigned import AssignedGeneralizedGaussian
 from bnpzoo.models.dp_gmm import learned_covariance
-from bnpzoo.models.stick_breaking import feature_vectors, stick_breaking_prior
+from bnpzoo.models.stick_breaking import feature_vectors, stick_breaking_prior, stick_weights
+from bnpzoo.ops import generalized_gaussian_shape
 
 
 def model(
@@ -54,6 +63,9 @@ def model(
     deviation within a cluster, rho the GGD shape, prior_mean m0, prior_precision lambda0;
     covariance, prior_covariance and prior_dof as ``models.dp_gmm``'s, at rho = 2."""
     n, (sd, m0) = feature_vectors(data, num_data, dim, scale, prior_mean)
+    if covariance == "diag" and rho != 2.0:
+        return learned_scale(data, n, truncation, alpha, discount, rho, sd, m0, prior_covariance, prior_dof,
+                             prior_precision, subsample_size)
     if covariance != "fixed":
         if rho != 2.0:
             raise ValueError(f"a learned covariance needs rho = 2 (the Gaussian), got rho={rho}")
@@ -67,3 +79,21 @@ def model(
         z = pyro.sample("z", dist.Categorical(logits=log_weights), infer={"enumerate": "parallel"})
         obs = data[idx] if data is not None else None
         return pyro.sample("x", AssignedGeneralizedGaussian(mu, sd, rho, z), obs=obs)
+
+
+def learned_scale(data, n, truncation, alpha, discount, rho, sd, m0, prior_covariance, prior_dof, prior_precision,
+                  subsample_size):
+    """The program with a scale per cluster and feature (the module docstring)."""
+    sd0 = sd if prior_covariance is None else torch.as_tensor(prior_covariance).to(m0).diagonal().sqrt()
+    shape0 = float(m0.shape[0] if prior_dof is None else prior_dof) / rho
+    rate0 = shape0 * generalized_gaussian_shape(sd0, rho) ** rho
+    log_weights = stick_weights(truncation, alpha, discount, like=m0)  # the site v
+    with pyro.plate("clusters", truncation, dim=-1):
+        mu = pyro.sample("mu", dist.Normal(m0, sd0 / prior_precision**0.5).to_event(1))
+        tau = pyro.sample("precision", dist.Gamma(torch.full_like(rate0, shape0), rate0).to_event(1))
+    std = tau ** (-1 / rho) / generalized_gaussian_shape(1.0, rho)
+
+    with pyro.plate("data", n, subsample_size=subsample_size, dim=-1) as idx:
+        z = pyro.sample("z", dist.Categorical(logits=log_weights), infer={"enumerate": "parallel"})
+        obs = data[idx] if data is not None else None
+        return pyro.sample("x", AssignedGeneralizedGaussian(mu, std, rho, z), obs=obs)

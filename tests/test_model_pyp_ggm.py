@@ -100,5 +100,9 @@ def test_a_learned_covariance_is_dp_gmms_program_with_pitman_yor_sticks(covarian
     assert torch.allclose(pyp.log_prob_sum(), dp.log_prob_sum())
     sticks = poutine.trace(poutine.condition(pyp_ggm.model, data=data)).get_trace(x, discount=0.4, **common)
     assert torch.allclose(sticks.nodes["v"]["fn"].concentration1, torch.full((K - 1,), 0.6, dtype=x.dtype))
-    with pytest.raises(ValueError, match="rho = 2"):
-        pyp_ggm.model(x, truncation=K, covariance=covariance, rho=1.0)
+    if covariance == "diag":  # at rho != 2, a generalized-Gaussian scale per cluster and feature (site precision)
+        learned = poutine.trace(pyp_ggm.model).get_trace(x, truncation=K, covariance=covariance, rho=1.0)
+        assert learned.nodes["precision"]["value"].shape == mu.shape
+    else:
+        with pytest.raises(ValueError, match="rho = 2"):
+            pyp_ggm.model(x, truncation=K, covariance=covariance, rho=1.0)

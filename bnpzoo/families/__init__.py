@@ -17,6 +17,7 @@ family                         ``covariance``      learned per cluster
 ``NormalGammaFamily()``        ``"diag"``          mean and one variance per feature
 ``NormalGammaFamily(True)``    ``"spherical"``     mean and one variance
 ``GeneralizedGaussianFamily``  ``"fixed"``         mean (a shared, fixed std per feature)
+``LearnedScaleFamily(rho)``    ``"diag"``          mean and a GGD scale per feature, 1 <= rho <= 2
 ``BetaBernoulliFamily``        (binary features)   a probability per feature (Beta prior)
 ``TracedFamily``               (a user's program)  what the program's guide fits
 =============================  ==================  =========================================
@@ -26,6 +27,7 @@ from bnpzoo.families.base import ComponentPrior, ConjugateFamily
 from bnpzoo.families.contract import Capabilities, ComponentFamily, checked
 from bnpzoo.families.beta_bernoulli import BetaBernoulliFamily
 from bnpzoo.families.generalized_gaussian import GeneralizedGaussianFamily
+from bnpzoo.families.learned_scale import LearnedScaleFamily
 from bnpzoo.families.normal_gamma import NormalGammaFamily
 from bnpzoo.families.normal_wishart import NormalWishartFamily
 from bnpzoo.families.traced import TracedFamily
@@ -40,5 +42,5 @@ def gaussian_family(covariance: str):
 
 
 __all__ = ["BetaBernoulliFamily", "COVARIANCES", "Capabilities", "ComponentFamily", "ComponentPrior", "ConjugateFamily",
-           "GeneralizedGaussianFamily", "NormalGammaFamily", "NormalWishartFamily", "TracedFamily", "checked",
-           "gaussian_family"]
+           "GeneralizedGaussianFamily", "LearnedScaleFamily", "NormalGammaFamily", "NormalWishartFamily", "TracedFamily",
+           "checked", "gaussian_family"]

@@ -72,15 +72,18 @@ class ConjugateFamily:
     # a fourth cluster of 2 outlying rows, at a bound 3 nats lower than without it)
     pruning_precision = 0.0
 
-    def statistics(self, x: torch.Tensor, weights: torch.Tensor, prior: ComponentPrior) -> dict:
+    def statistics(self, x: torch.Tensor, weights: torch.Tensor, prior: ComponentPrior, factors=None) -> dict:
         """N_k = sum_n w_nk, S_k = sum_n w_nk (x_n - m0) and the family's second moments, for
         weights (N, K) (responsibilities or one-hot rows): matrix products in the data's precision,
-        returned in float64, so that sums over blocks, minibatches and ranks keep their digits."""
+        returned in float64, so that sums over blocks, minibatches and ranks keep their digits.
+        ``factors``: the q that scored the weights, for a family whose statistics are taken around
+        it (``families.learned_scale``); the conjugate families' are not."""
         xc = x - prior.mean
         stats = {"count": weights.sum(0), "sum": weights.T @ xc, **self._second_moments(xc, weights)}
         return {name: value.double() for name, value in stats.items()}
 
-    def label_statistics(self, x: torch.Tensor, labels: torch.Tensor, k: int, prior: ComponentPrior) -> dict:
+    def label_statistics(self, x: torch.Tensor, labels: torch.Tensor, k: int, prior: ComponentPrior,
+                         factors=None) -> dict:
         """``statistics`` of one-hot weights from ``labels`` (-1: in no cluster), by index sums."""
         xc = (x - prior.mean).double()
         index = labels % (k + 1)  # entry k collects the -1s

@@ -15,6 +15,9 @@ A family's capabilities, each a decision the learners take from it:
     spread_prior  the prior's Sigma0 is a guess of the clusters' own spreads, which the fit learns
                   (the data's covariance over 4 by default, ``StickMixture._component_prior``); False:
                   it is the fixed component scale itself, or the family has no spread
+    soft          the learners' default assignments: responsibilities (True) or MAP ones (False);
+                  None, soft exactly where the family has moves (hard VB cuts overlapping clusters
+                  apart; the fixed scale keeps the papers' MAP assignments)
 
 Before this record, one flag (``learns_spread``) stood for all of ``moves`` and ``spread_prior``.
 """
@@ -32,6 +35,12 @@ class Capabilities:
     closed_forms: frozenset = frozenset()
     moves: bool = False
     spread_prior: bool = False
+    soft: bool | None = None
+
+    @property
+    def soft_assignments(self) -> bool:
+        """``soft``, or what None resolves to."""
+        return self.moves if self.soft is None else self.soft
 
 
 class ComponentFamily(Protocol):
@@ -58,8 +67,8 @@ class ComponentFamily(Protocol):
 class ConjugateComponents(ComponentFamily, Protocol):
     """What a family with the closed forms "vmm" or "natural" adds (``families.base``)."""
 
-    def statistics(self, x, weights, prior) -> dict: ...
-    def label_statistics(self, x, labels, k, prior) -> dict: ...
+    def statistics(self, x, weights, prior, factors=None) -> dict: ...
+    def label_statistics(self, x, labels, k, prior, factors=None) -> dict: ...
     def natural(self, stats, prior) -> dict: ...
     def point(self, q, prior) -> dict: ...
     def expected_log_density(self, x, q, prior, point=None, log_weights=0.0) -> torch.Tensor: ...

@@ -267,7 +267,7 @@ class StochasticSession:
             marginal = torch.logsumexp(scores, 1)  # ln sum_k exp(score): the record's noise (``memo``)
             resp = torch.exp(scores - marginal[:, None])
             resp = assign(resp, True) if self.hard else resp  # [DPM-SGA] eq. (15): the scores' argmax is resp's
-            stats = self.family.statistics(self.batch, resp, self.component_prior)
+            stats = self.family.statistics(self.batch, resp, self.component_prior, factors=factor)
             if self.memo is not None:
                 self.memo.record(stats, resp, marginal)
             target = guides.natural_names(*natural_estimate(stats, self.family, self.component_prior,
@@ -405,7 +405,8 @@ class StochasticSession:
         if moved is None and bool(untried.any()) and not self.pruning_steps:  # none in vmm's pruning phase
             moved = propose_births(record_rows(), assignments, terms, seed=self.evaluations,
                                    responsibilities=None if self.hard else self._responsibilities(),
-                                   clusters=untried.nonzero()[:, 0].tolist(), seen=None if self.hard else seen)
+                                   clusters=untried.nonzero()[:, 0].tolist(), seen=None if self.hard else seen,
+                                   factors=guides.natural_factors()[0])
             self.tried[:, :1 + int(settled)] |= untried[:, None]
         # once the record settles (vmm tries its refined merges once converged, too): pieces of one
         # cluster gain only once their rows move, and so may a division that almost pays
@@ -494,8 +495,10 @@ class StochasticSession:
         if k >= self.n_clusters:
             return None
         shares, divisions, wanted = self._responsibilities(), [], clusters.nonzero()[:, 0].tolist()
+        factors = guides.natural_factors()[0]
         for candidates in birth_candidates(x, assignments, family, prior, self.evaluations, shares, seen=seen,
-                                           clusters=[cluster for cluster in wanted if cluster not in seen]):
+                                           clusters=[cluster for cluster in wanted if cluster not in seen],
+                                           factors=factors):
             next(candidates, None)
         for division in filter(None, map(seen.get, wanted)):
             cluster, _, pieces, rows, share = division  # the member rows and their responsibilities, once
@@ -504,7 +507,8 @@ class StochasticSession:
             divisions.append((cluster, pieces))
             for side in (units @ axes.T > 0).long().T:
                 if 2 <= int(side.sum()) <= side.numel() - 2:
-                    halves = division_statistics(rows, side, cluster, assignments, family, prior, lambda _: share)
+                    halves = division_statistics(rows, side, cluster, assignments, family, prior, lambda _: share,
+                                                 factors)
                     divisions += [] if halves is None else [(cluster, halves)]
         scored = []
         for cluster, pieces in divisions:

@@ -279,10 +279,10 @@ def expectation(x, family, prior, factors: tuple, hard: bool, labels=None,
         if hard:
             old = labels[rows]
             value += scores.gather(1, old.clamp_min(0)[:, None]).squeeze(1).masked_fill(old < 0, 0).double().sum()
-            part = family.label_statistics(block, new_labels[rows], k, prior)
+            part = family.label_statistics(block, new_labels[rows], k, prior, factors=q)
         else:
             value += torch.logsumexp(scores, 1).double().sum()
-            part = family.statistics(block, resp, prior)
+            part = family.statistics(block, resp, prior, factors=q)
         stats = part if stats is None else family.add(stats, part)
     if merges:
         return value, Assignments(stats, new_labels, products, entropy, pairs, pair_entropy)
@@ -382,18 +382,23 @@ HOLDS_ROWS = 0.5  # a cluster whose responsibilities sum to less holds no row (b
 REFINE = 10  # iterations a merge proposal may take to pass the objective it would replace
 
 
-def division_statistics(rows, piece, cluster: int, assignments, family, prior, responsibilities=None) -> dict | None:
+def division_statistics(rows, piece, cluster: int, assignments, family, prior, responsibilities=None,
+                        factors=None) -> dict | None:
     """The statistics of a cluster's pieces, (P, ...): its member ``rows`` divided by ``piece`` (0 to
     P - 1; ``birth_candidates`` says how soft assignments share them). None where the first piece's
     rest is no statistic of rows (a factor outside the family's domain): a stochastic learner's
     record holds the responsibilities of its visit, the shares are today's, and where the members'
     shares grew since, the rest went negative (binarised digits, DPBMM natgrad-svi: a Beta of
-    concentration -0.4)."""
+    concentration -0.4). ``factors``: the q that scored the record's statistics, whose cluster's factor
+    the pieces' statistics are taken around too (``family.statistics``), so that the rest is a
+    statistic of rows for a family whose statistics need it (``families.learned_scale``)."""
     size, scale = int(piece.max()) + 1, assignments.scale
     if responsibilities is None:
         return {name: scale * value for name, value in family.label_statistics(rows, piece, size, prior).items()}
     share = responsibilities(rows)[:, cluster, None] * torch.nn.functional.one_hot(piece, size)[:, 1:]
-    rest = family.statistics(rows, share.to(rows.dtype), prior)
+    anchor = None if factors is None else {name: value[cluster].expand(size - 1, *value.shape[1:])
+                                           for name, value in factors.items()}
+    rest = family.statistics(rows, share.to(rows.dtype), prior, factors=anchor)
     stats = {name: torch.cat([(value[cluster] - scale * rest[name].sum(0))[None], scale * rest[name]])
              for name, value in assignments.stats.items()}
     return stats if bool(family.valid(family.natural(stats, prior)).all()) else None
@@ -411,7 +416,8 @@ class Division(NamedTuple):
     shares: torch.Tensor | None
 
 
-def birth_candidates(x, assignments, family, prior, seed: int, responsibilities=None, clusters=None, seen=None):
+def birth_candidates(x, assignments, family, prior, seed: int, responsibilities=None, clusters=None, seen=None,
+                     factors=None):
     """For each cluster of at least 4 members, a generator of its divisions by k-means (on at most
     ``BIRTH_SAMPLE`` of its rows, every row then to the nearest centre), in the coordinates of its
     own spread (each of ``family.split_views`` in turn), into each number of ``family.birth_pieces``
@@ -423,7 +429,8 @@ def birth_candidates(x, assignments, family, prior, seed: int, responsibilities=
     its rows' share of the cluster, and the first the rest of the cluster's statistics (rows
     elsewhere included): the responsibilities themselves do not change, only which piece holds them.
     ``clusters``: the clusters to divide (default: all); ``seen``: a dict that keeps each cluster's
-    first division (a caller judging the same record again need not divide it again)."""
+    first division (a caller judging the same record again need not divide it again); ``factors`` as
+    ``division_statistics``'."""
     labels, k = assignments.labels, assignments.counts.numel()
     order = torch.argsort(labels, stable=True)  # each cluster's members side by side (-1, in no cluster, first)
     bounds = torch.searchsorted(labels[order], torch.arange(k + 1, device=labels.device)).tolist()
@@ -447,7 +454,7 @@ def birth_candidates(x, assignments, family, prior, seed: int, responsibilities=
                 size = int(piece.max()) + 1
                 if size < 2:
                     continue
-                stats = division_statistics(rows, piece, cluster, assignments, family, prior, shared)
+                stats = division_statistics(rows, piece, cluster, assignments, family, prior, shared, factors)
                 if stats is None:
                     continue
                 division = Division(cluster, [members[piece == j] for j in range(1, size)], stats, rows, shares)
@@ -462,7 +469,7 @@ def birth_candidates(x, assignments, family, prior, seed: int, responsibilities=
 
 
 def propose_births(x, assignments, terms: MemoizedTerms, seed: int, responsibilities=None, clusters=None,
-                   seen=None):
+                   seen=None, floor=-float("inf"), factors=None):
     """Split moves scored on the memoized bound (Hughes and Sudderth's births in a simple form): a
     cluster divided into pieces (``birth_candidates``: halves, and for the spherical family quarters
     and eighths; ``responsibilities`` with soft assignments) changes the objective at fixed
@@ -480,7 +487,8 @@ def propose_births(x, assignments, terms: MemoizedTerms, seed: int, responsibili
     to 55 clusters for 50). Returns the new assignments, or None when no division raises the
     objective. The next iteration's objective is this memoized one (it maximises q and the sticks
     for these assignments), so the trace stays monotone. ``seen`` keeps each cluster's first division
-    (``birth_candidates``)."""
+    (``birth_candidates``, which takes ``factors``); a division must also raise the objective above
+    ``floor`` (``_Phase.moves``)."""
     counts, ceiling = assignments.counts, terms.n_clusters
     k = counts.numel()
     current = terms.cluster(assignments.stats, torch.zeros_like(counts))
@@ -492,10 +500,10 @@ def propose_births(x, assignments, terms: MemoizedTerms, seed: int, responsibili
         born = [pieces["count"][1:] for *_, pieces in chosen]
         return float(current.sum()) + sum(c[0] for c in chosen) + float(terms.sticks(torch.cat([divided, *born])))
 
-    chosen, best, added = [], objective([]), 0
+    chosen, best, added = [], max(objective([]), floor), 0
     smallest = []  # for each cluster, (the objective with its smallest division that raises it alone, the division)
     for divisions in birth_candidates(x, assignments, terms.family, terms.prior, seed, responsibilities, clusters,
-                                      seen):
+                                      seen, factors):
         for cluster, moved, pieces, *_ in divisions:  # in order of size, up to the first that pays
             if k + len(moved) > ceiling:
                 break
@@ -596,7 +604,7 @@ def fit_vmm(x: torch.Tensor, init_labels: torch.Tensor, n_clusters: int, *, fami
     batches, size = None, settings.batch_size
     if size is not None and size < x.shape[0]:
         batches = [slice(start, min(start + size, x.shape[0])) for start in range(0, x.shape[0], size)]
-    rows_term = family.rows_term(x, prior) if batches is not None else 0.0
+    rows_term = family.rows_term(x, prior)
     for phase, phase_prior in enumerate(phases):
         fit.phase_starts.append(len(fit.objective_trace))
         terms = MemoizedTerms(family, phase_prior, settings.sticks_prior, n_clusters)
@@ -701,11 +709,16 @@ class _Phase:
         need a pass once nearly settled), the collapse once nothing else changes the clusters;
         returns (assignments, converged), ``seconds`` gaining each move's time."""
         settings, trace, value = self.settings, self.trace, self.trace[-1]
+        # a move must raise the memoized bound past the objective itself, where a family's memoized
+        # bound of the current state is below it (``families.learned_scale``: a tangent taken at the
+        # factors before): equal for the conjugate families, whose memoized bound is exact
+        floor = value - self.rows_term
         if self.splits and converged and self.births_due:
             began = time.perf_counter()
             with small_work():
                 shares = None if settings.hard else _responsibilities(self.family, self.prior, *estimates)
-                born = propose_births(self.x, assignments, self.terms, seed=it, responsibilities=shares)
+                born = propose_births(self.x, assignments, self.terms, seed=it, responsibilities=shares, floor=floor,
+                                      factors=estimates[0])
             seconds["births"] = time.perf_counter() - began
             self.births_due = born is not None
             if born is not None:
@@ -714,7 +727,7 @@ class _Phase:
             began = time.perf_counter()
             slow = self.refine_due and len(trace) > 1 and trace[-1] - trace[-2] <= NEAR * settings.tol * abs(trace[-2])
             merged = propose_merges(assignments, self.terms, lambda a: self.refine(a, value), value,
-                                    tries=3 if converged else 1 if slow else 0)
+                                    tries=3 if converged else 1 if slow else 0, floor=floor)
             seconds["merges"] = time.perf_counter() - began
             self.refine_due = self.refine_due and not (slow and not merged)
             if merged:
@@ -722,7 +735,7 @@ class _Phase:
                 self.births_due, self.refine_due = self.births_due or changed, self.refine_due or changed
                 assignments, converged = merged, False
         if self.splits and converged:  # the collapse move, once nothing else changes the clusters
-            whole = propose_whole(assignments, self.terms)
+            whole = propose_whole(assignments, self.terms, floor)
             if whole is not None:
                 assignments, converged, self.births_due, self.refine_due = whole, False, True, True
         return assignments, converged
@@ -733,7 +746,7 @@ def _live(assignments) -> int:
     return int((assignments.counts >= HOLDS_ROWS).sum())
 
 
-def propose_whole(assignments, terms):
+def propose_whole(assignments, terms, floor=-float("inf")):
     """The collapse move: every row in one cluster, when that raises the memoized bound (``terms``,
     ``MemoizedTerms``). Merges see only pairs, and a K-means start cuts a cloud with no
     structure into cells of which no two gain from merging (each half of a Gaussian fits its rows
@@ -748,7 +761,7 @@ def propose_whole(assignments, terms):
     if assignments.counts.numel() < 2:
         return None
     whole = assignments.whole()
-    return whole if memoized_bound(terms, whole) > memoized_bound(terms, assignments) else None
+    return whole if memoized_bound(terms, whole) > max(memoized_bound(terms, assignments), floor) else None
 
 
 def _responsibilities(family, prior, q, point, sticks):
@@ -757,7 +770,7 @@ def _responsibilities(family, prior, q, point, sticks):
     return lambda rows: torch.softmax(family.expected_log_density(rows, q, prior, point, log_weights), 1)
 
 
-def propose_merges(assignments, terms: MemoizedTerms, refine, value, tries: int = 3):
+def propose_merges(assignments, terms: MemoizedTerms, refine, value, tries: int = 3, floor=-float("inf")):
     """Merge moves, scored first on the memoized bound (Hughes and Sudderth, NeurIPS 2013): the
     objective at fixed responsibilities, the merged pairs' summed, is the sum of ``terms.cluster``
     (each cluster's expected data term, entropy and -KL, from its statistics) and ``terms.sticks``
@@ -780,7 +793,7 @@ def propose_merges(assignments, terms: MemoizedTerms, refine, value, tries: int 
     if pairs is None or not len(pairs):
         return None
     with small_work():  # O(K) scores on one thread (bnpzoo.threads); the refinements are passes, on the fit's
-        gains, chosen = _memoized_merges(assignments, terms)
+        gains, chosen = _memoized_merges(assignments, terms, floor)
     if chosen:
         return assignments.merge(chosen)
     for _, p in gains[:tries]:
@@ -790,7 +803,7 @@ def propose_merges(assignments, terms: MemoizedTerms, refine, value, tries: int 
     return None
 
 
-def _memoized_merges(assignments, memoized: MemoizedTerms):
+def _memoized_merges(assignments, memoized: MemoizedTerms, floor=-float("inf")):
     """``propose_merges``' scores: (every candidate's objective merged alone with its index, best
     first; the candidates chosen together, each raising the objective further)."""
     pairs = assignments.pairs
@@ -808,7 +821,7 @@ def _memoized_merges(assignments, memoized: MemoizedTerms):
         gain = (merged_terms[chosen] - terms[j[chosen]] - terms[k[chosen]]).sum()
         return float(base + gain + memoized.sticks(merged_counts))
 
-    best = start = objective([])  # at least ``value`` (the assignments and then q were maximised since)
+    best = start = max(objective([]), floor)  # at least ``value`` (the assignments and then q were maximised since)
     # every pair merged alone, in one batch: the counts with each pair's k folded into its j
     rows = torch.arange(len(pairs), device=counts.device)
     alone = counts.expand(len(pairs), -1).clone()
