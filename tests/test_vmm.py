@@ -360,12 +360,13 @@ def test_a_division_whose_rest_is_no_statistic_of_rows_is_not_proposed():
     from types import SimpleNamespace
 
     from bnpzoo.families import BetaBernoulliFamily
-    from bnpzoo.inference.stick_mixture.vmm import division_statistics
+    from bnpzoo.inference.stick_mixture.vmm import Shares, division_statistics
 
     family, rows = BetaBernoulliFamily(), torch.tensor([[1.0, 0.0]] * 4 + [[0.0, 1.0]] * 4, dtype=torch.float64)
     prior = ComponentPrior(mean=torch.full((2,), 0.5, dtype=torch.float64), mean_precision=1.0,
                            covariance=torch.eye(2, dtype=torch.float64), dof=2.0)
-    piece, shares = torch.tensor([0] * 4 + [1] * 4), lambda _: torch.ones(8, 1, dtype=torch.float64)
+    piece = torch.tensor([0] * 4 + [1] * 4)
+    shares = Shares(family, prior, None, None, held=torch.ones(8, 1, dtype=torch.float64))
     for recorded, proposed in ((1.0, True), (0.2, False)):  # the record holds all, or a fifth, of the members' share
         stats = family.statistics(rows, recorded * torch.ones(8, 1, dtype=torch.float64), prior)
         assignments = SimpleNamespace(stats=stats, scale=1.0)

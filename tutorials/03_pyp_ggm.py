@@ -23,8 +23,8 @@
 # measured better on shaped and real data, `benchmarks/reports/pyp_ggm.md`); on digits (1,797 rows
 # of 64 pixels) that rule gives the paper's fixed scale, so both likelihoods below have it.
 #
-# Three things to look at: Gaussian against Laplace on digits, what the discount d does, and the
-# bound as the learner runs.
+# Four things to look at: Gaussian against Laplace on digits, a scale learned per cluster, what the
+# discount d does, and the bound as the learner runs.
 
 # %%
 import bnpzoo  # noqa: F401  # first, as in a script: Pyro then imports without tqdm's notebook warning
@@ -70,6 +70,33 @@ for row, (likelihood, est) in zip(axes, fits.items()):
             ax.imshow(est.means_[k].reshape(8, 8), cmap="gray_r", vmin=0, vmax=1)
     row[0].set_title(likelihood, fontsize=9, loc="left")
 fig.tight_layout()
+
+# %% [markdown]
+# ## A scale per cluster: heavy tails of unequal spreads
+# The paper fixes one scale s per feature for every cluster. With a Laplace (or any 1 <= rho < 2)
+# likelihood, `PYPGGM` learns s per cluster and feature by default (up to 32 features; digits' 64
+# keep the fixed scale): a Gamma prior on s^-rho, closed-form updates given the means
+# (`bnpzoo.families.learned_scale`). On clusters whose spreads differ tenfold and whose tails are
+# Laplace, one fixed scale must fit the widest and the tightest at once, and a Gaussian pays for
+# every outlying row with a new cluster or a wider covariance.
+
+# %%
+rng = np.random.default_rng(0)
+centres, spreads = rng.normal(0, 4, (6, 3)), np.exp(rng.uniform(np.log(0.25), np.log(2.5), (6, 3)))
+z_h = rng.integers(0, 6, 3000)
+X_h = (centres[z_h] + spreads[z_h] * rng.laplace(0, 2**-0.5, (3000, 3))).astype(np.float32)
+for name, options in {"Gaussian (the default)": {}, "Laplace, one fixed scale": dict(likelihood="laplace", covariance="fixed"),
+                      "Laplace, learned scales": dict(likelihood="laplace")}.items():
+    est = PYPGGM(random_state=0, **options).fit(X_h)
+    print(f"{name:25s} NMI {nmi(z_h, est.predict(X_h)):.3f}  clusters {est.n_clusters_:2d}  {est.fit_seconds_:.1f} s")
+print("true standard deviations of cluster 0:", (spreads[0]).round(2), " fitted:",
+      np.sqrt(est.covariances_[np.bincount(est.predict(X_h)[z_h == 0]).argmax()]).round(2))
+
+# %% [markdown]
+# The learned scales follow each cluster's own spreads (cluster 0's above), so a tight cluster next
+# to a wide one stays apart, where one fixed scale or a Gaussian joins or cuts them. On correlated
+# real tables the Gaussian's full covariance is still the better model (`benchmarks/reports/pyp_ggm.md`),
+# which is why it stays the default.
 
 # %% [markdown]
 # ## The bound per evaluation

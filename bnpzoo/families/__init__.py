@@ -41,6 +41,6 @@ def gaussian_family(covariance: str):
             "fixed": lambda: GeneralizedGaussianFamily(2.0)}[covariance]()
 
 
-__all__ = ["BetaBernoulliFamily", "COVARIANCES", "Capabilities", "ComponentFamily", "ComponentPrior", "ConjugateFamily",
-           "GeneralizedGaussianFamily", "LearnedScaleFamily", "NormalGammaFamily", "NormalWishartFamily", "TracedFamily",
-           "checked", "gaussian_family"]
+__all__ = ["BetaBernoulliFamily", "COVARIANCES", "Capabilities", "ComponentFamily", "ComponentPrior",
+           "ConjugateFamily", "GeneralizedGaussianFamily", "LearnedScaleFamily", "NormalGammaFamily",
+           "NormalWishartFamily", "TracedFamily", "checked", "gaussian_family"]

@@ -50,7 +50,8 @@ class _Checks:
         ``needs`` (default: the learner's own)."""
         needs = self.needs if needs == "own" else needs
         if needs is not None and needs not in family.capabilities.closed_forms:
-            fitting = [name for name, spec in REGISTRY.items() if spec.needs in (None, *family.capabilities.closed_forms)]
+            has = (None, *family.capabilities.closed_forms)
+            fitting = [name for name, spec in REGISTRY.items() if spec.needs in has]
             raise ValueError(f"inference={self.name!r} needs the {CLOSED_FORMS[needs]} in closed form, which the "
                              f"{family.name} family lacks; use one of {', '.join(fitting)}")
 

@@ -78,14 +78,14 @@ from bnpzoo.ops import get_rng_state, set_rng_state
 from bnpzoo.guides import stick_mixture as guides
 from bnpzoo.families import ComponentPrior
 from bnpzoo.inference import data_parallel, optim as optimizers
-from bnpzoo.inference.conjugate import expected_scores, natural_estimate, responsibilities
+from bnpzoo.inference.conjugate import expected_log_weights, expected_scores, natural_estimate
 from bnpzoo.inference.stick_mixture.learners import GENERIC, LEARNERS, Learner  # noqa: F401 (re-exported)
 from bnpzoo.inference.stick_mixture.fisher import gaussian_mixture_fisher, prior_curvature
 from bnpzoo.inference.stick_mixture.mean_factors import mean_variances, occam_penalty
 from bnpzoo.inference.stick_mixture.memo import Memo
 from bnpzoo.inference.stick_mixture.sticks import reorder_and_prune, stick_log_prior, update_sticks
 from bnpzoo.inference.svi import CONVERGED, Hooks, Schedule, SVIProgram, SVIRun, evaluation_indices, run_svi
-from bnpzoo.inference.stick_mixture.vmm import (BIRTH_SAMPLE, REFINE, Assignments, assign, birth_candidates,
+from bnpzoo.inference.stick_mixture.vmm import (BIRTH_SAMPLE, REFINE, Assignments, Shares, assign, birth_candidates,
                                                 division_statistics, divided, memoized_bound, MemoizedTerms,
                                                 propose_births, propose_merges)
 from bnpzoo.ops import conjugate_sticks, stick_breaking_log_weights
@@ -405,8 +405,7 @@ class StochasticSession:
         if moved is None and bool(untried.any()) and not self.pruning_steps:  # none in vmm's pruning phase
             moved = propose_births(record_rows(), assignments, terms, seed=self.evaluations,
                                    responsibilities=None if self.hard else self._responsibilities(),
-                                   clusters=untried.nonzero()[:, 0].tolist(), seen=None if self.hard else seen,
-                                   factors=guides.natural_factors()[0])
+                                   clusters=untried.nonzero()[:, 0].tolist(), seen=None if self.hard else seen)
             self.tried[:, :1 + int(settled)] |= untried[:, None]
         # once the record settles (vmm tries its refined merges once converged, too): pieces of one
         # cluster gain only once their rows move, and so may a division that almost pays
@@ -475,9 +474,9 @@ class StochasticSession:
         return float(value), stats, per_row if sample else None
 
     def _responsibilities(self):
-        """rows -> their responsibilities (M, K) under the current factors (births' soft shares)."""
+        """``vmm.Shares``: rows -> their responsibilities (M, K) under the current factors (births' soft shares)."""
         factor, (c1, c0) = guides.natural_factors()
-        return lambda rows: responsibilities(rows, self.family, factor, self.component_prior, c1, c0)
+        return Shares(self.family, self.component_prior, factor, expected_log_weights(c1, c0))
 
     def _refined_birth(self, x, assignments, terms, baseline: list, clusters: torch.Tensor, seen: dict):
         """Births judged once rows may move: each cluster's halves, by 2-means
@@ -495,10 +494,8 @@ class StochasticSession:
         if k >= self.n_clusters:
             return None
         shares, divisions, wanted = self._responsibilities(), [], clusters.nonzero()[:, 0].tolist()
-        factors = guides.natural_factors()[0]
         for candidates in birth_candidates(x, assignments, family, prior, self.evaluations, shares, seen=seen,
-                                           clusters=[cluster for cluster in wanted if cluster not in seen],
-                                           factors=factors):
+                                           clusters=[cluster for cluster in wanted if cluster not in seen]):
             next(candidates, None)
         for division in filter(None, map(seen.get, wanted)):
             cluster, _, pieces, rows, share = division  # the member rows and their responsibilities, once
@@ -507,8 +504,8 @@ class StochasticSession:
             divisions.append((cluster, pieces))
             for side in (units @ axes.T > 0).long().T:
                 if 2 <= int(side.sum()) <= side.numel() - 2:
-                    halves = division_statistics(rows, side, cluster, assignments, family, prior, lambda _: share,
-                                                 factors)
+                    halves = division_statistics(rows, side, cluster, assignments, family, prior,
+                                                 shares.holding(share))
                     divisions += [] if halves is None else [(cluster, halves)]
         scored = []
         for cluster, pieces in divisions:

@@ -91,7 +91,7 @@ scale on iris: 3 clusters to 9, NMI 0.67 to 0.48).
 """
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
 import torch
@@ -382,20 +382,20 @@ HOLDS_ROWS = 0.5  # a cluster whose responsibilities sum to less holds no row (b
 REFINE = 10  # iterations a merge proposal may take to pass the objective it would replace
 
 
-def division_statistics(rows, piece, cluster: int, assignments, family, prior, responsibilities=None,
-                        factors=None) -> dict | None:
+def division_statistics(rows, piece, cluster: int, assignments, family, prior, responsibilities=None) -> dict | None:
     """The statistics of a cluster's pieces, (P, ...): its member ``rows`` divided by ``piece`` (0 to
     P - 1; ``birth_candidates`` says how soft assignments share them). None where the first piece's
     rest is no statistic of rows (a factor outside the family's domain): a stochastic learner's
     record holds the responsibilities of its visit, the shares are today's, and where the members'
     shares grew since, the rest went negative (binarised digits, DPBMM natgrad-svi: a Beta of
-    concentration -0.4). ``factors``: the q that scored the record's statistics, whose cluster's factor
-    the pieces' statistics are taken around too (``family.statistics``), so that the rest is a
-    statistic of rows for a family whose statistics need it (``families.learned_scale``)."""
+    concentration -0.4). ``responsibilities``: ``Shares``, whose factors the pieces' statistics are
+    taken around, as the record's were (``family.statistics``): the rest is then a statistic of rows
+    for a family whose statistics need an anchor (``families.learned_scale``)."""
     size, scale = int(piece.max()) + 1, assignments.scale
     if responsibilities is None:
         return {name: scale * value for name, value in family.label_statistics(rows, piece, size, prior).items()}
     share = responsibilities(rows)[:, cluster, None] * torch.nn.functional.one_hot(piece, size)[:, 1:]
+    factors = responsibilities.factors
     anchor = None if factors is None else {name: value[cluster].expand(size - 1, *value.shape[1:])
                                            for name, value in factors.items()}
     rest = family.statistics(rows, share.to(rows.dtype), prior, factors=anchor)
@@ -416,8 +416,7 @@ class Division(NamedTuple):
     shares: torch.Tensor | None
 
 
-def birth_candidates(x, assignments, family, prior, seed: int, responsibilities=None, clusters=None, seen=None,
-                     factors=None):
+def birth_candidates(x, assignments, family, prior, seed: int, responsibilities=None, clusters=None, seen=None):
     """For each cluster of at least 4 members, a generator of its divisions by k-means (on at most
     ``BIRTH_SAMPLE`` of its rows, every row then to the nearest centre), in the coordinates of its
     own spread (each of ``family.split_views`` in turn), into each number of ``family.birth_pieces``
@@ -429,8 +428,7 @@ def birth_candidates(x, assignments, family, prior, seed: int, responsibilities=
     its rows' share of the cluster, and the first the rest of the cluster's statistics (rows
     elsewhere included): the responsibilities themselves do not change, only which piece holds them.
     ``clusters``: the clusters to divide (default: all); ``seen``: a dict that keeps each cluster's
-    first division (a caller judging the same record again need not divide it again); ``factors`` as
-    ``division_statistics``'."""
+    first division (a caller judging the same record again need not divide it again)."""
     labels, k = assignments.labels, assignments.counts.numel()
     order = torch.argsort(labels, stable=True)  # each cluster's members side by side (-1, in no cluster, first)
     bounds = torch.searchsorted(labels[order], torch.arange(k + 1, device=labels.device)).tolist()
@@ -438,7 +436,7 @@ def birth_candidates(x, assignments, family, prior, seed: int, responsibilities=
     def divisions(cluster, members):
         rows = x[members]
         shares = None if responsibilities is None else responsibilities(rows)  # once for all its divisions
-        shared = None if shares is None else lambda _: shares
+        shared = None if shares is None else responsibilities.holding(shares)
         sample = None  # the rows k-means runs on
         if len(rows) > BIRTH_SAMPLE:
             draw = torch.Generator().manual_seed(seed + cluster)
@@ -454,7 +452,7 @@ def birth_candidates(x, assignments, family, prior, seed: int, responsibilities=
                 size = int(piece.max()) + 1
                 if size < 2:
                     continue
-                stats = division_statistics(rows, piece, cluster, assignments, family, prior, shared, factors)
+                stats = division_statistics(rows, piece, cluster, assignments, family, prior, shared)
                 if stats is None:
                     continue
                 division = Division(cluster, [members[piece == j] for j in range(1, size)], stats, rows, shares)
@@ -469,7 +467,7 @@ def birth_candidates(x, assignments, family, prior, seed: int, responsibilities=
 
 
 def propose_births(x, assignments, terms: MemoizedTerms, seed: int, responsibilities=None, clusters=None,
-                   seen=None, floor=-float("inf"), factors=None):
+                   seen=None, floor=-float("inf")):
     """Split moves scored on the memoized bound (Hughes and Sudderth's births in a simple form): a
     cluster divided into pieces (``birth_candidates``: halves, and for the spherical family quarters
     and eighths; ``responsibilities`` with soft assignments) changes the objective at fixed
@@ -487,8 +485,7 @@ def propose_births(x, assignments, terms: MemoizedTerms, seed: int, responsibili
     to 55 clusters for 50). Returns the new assignments, or None when no division raises the
     objective. The next iteration's objective is this memoized one (it maximises q and the sticks
     for these assignments), so the trace stays monotone. ``seen`` keeps each cluster's first division
-    (``birth_candidates``, which takes ``factors``); a division must also raise the objective above
-    ``floor`` (``_Phase.moves``)."""
+    (``birth_candidates``); a division must also pass ``floor`` (``_Phase.moves``)."""
     counts, ceiling = assignments.counts, terms.n_clusters
     k = counts.numel()
     current = terms.cluster(assignments.stats, torch.zeros_like(counts))
@@ -503,7 +500,7 @@ def propose_births(x, assignments, terms: MemoizedTerms, seed: int, responsibili
     chosen, best, added = [], max(objective([]), floor), 0
     smallest = []  # for each cluster, (the objective with its smallest division that raises it alone, the division)
     for divisions in birth_candidates(x, assignments, terms.family, terms.prior, seed, responsibilities, clusters,
-                                      seen, factors):
+                                      seen):
         for cluster, moved, pieces, *_ in divisions:  # in order of size, up to the first that pays
             if k + len(moved) > ceiling:
                 break
@@ -717,8 +714,7 @@ class _Phase:
             began = time.perf_counter()
             with small_work():
                 shares = None if settings.hard else _responsibilities(self.family, self.prior, *estimates)
-                born = propose_births(self.x, assignments, self.terms, seed=it, responsibilities=shares, floor=floor,
-                                      factors=estimates[0])
+                born = propose_births(self.x, assignments, self.terms, seed=it, responsibilities=shares, floor=floor)
             seconds["births"] = time.perf_counter() - began
             self.births_due = born is not None
             if born is not None:
@@ -765,9 +761,33 @@ def propose_whole(assignments, terms, floor=-float("inf")):
 
 
 def _responsibilities(family, prior, q, point, sticks):
-    """rows -> their responsibilities (M, K) under the factors and sticks a pass used."""
-    log_weights = stick_breaking_log_weights(sticks)
-    return lambda rows: torch.softmax(family.expected_log_density(rows, q, prior, point, log_weights), 1)
+    """``Shares`` under the factors and sticks a pass used."""
+    return Shares(family, prior, q, stick_breaking_log_weights(sticks), point)
+
+
+@dataclass(frozen=True)
+class Shares:
+    """A soft division's shares: rows -> their responsibilities (M, K) under the factors ``factors``
+    (the q that scored a record's statistics, which a division's pieces take theirs around:
+    ``division_statistics``) and the clusters' ``log_weights``; ``held``, the responsibilities of
+    the rows a caller divides, computed once (``holding``)."""
+
+    family: object
+    prior: object
+    factors: dict | None
+    log_weights: torch.Tensor | None
+    point: dict | None = None
+    held: torch.Tensor | None = None
+
+    def __call__(self, rows):
+        if self.held is not None:
+            return self.held
+        scores = self.family.expected_log_density(rows, self.factors, self.prior, self.point,
+                                                  self.log_weights.to(rows.dtype))
+        return torch.softmax(scores, 1)
+
+    def holding(self, shares: torch.Tensor) -> "Shares":
+        return replace(self, held=shares)
 
 
 def propose_merges(assignments, terms: MemoizedTerms, refine, value, tries: int = 3, floor=-float("inf")):
