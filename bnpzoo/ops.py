@@ -86,23 +86,31 @@ def generalized_gaussian_log_density(x: torch.Tensor, means: torch.Tensor, std, 
     """ln prod_d GGD(x_nd | mu_kd, s_d, rho) for all pairs, (N, K), each feature with standard
     deviation ``std`` (a scalar or one per feature) and s from ``generalized_gaussian_shape``
     ([PYPM-sVMM] eq. (2), normaliser rho / (2 s Gamma(1/rho))); ``paired``: x_n against its own
-    mean, ``means`` (N, D), the diagonal of that table, (N,).
+    mean, ``means`` (N, D), the diagonal of that table, (N,), where ``std`` may also be each row's
+    own, (N, D).
 
     rho = 2 is the Gaussian, ln N(x_n | mu_k, diag(std^2)), through one matrix product; any other
     rho goes through ``torch.cdist(x / s, mu / s, p=rho) ** rho``. Never an N x K x D tensor.
     """
     d = x.shape[-1]
-    std = torch.as_tensor(std, dtype=x.dtype, device=x.device).expand(d)
+    std = torch.as_tensor(std, dtype=x.dtype, device=x.device)
+    std = std.expand(*std.shape[:-1], d) if std.dim() else std.expand(d)
     if rho == 2.0:
-        log_norm = -0.5 * d * math.log(2 * math.pi) - std.log().sum()
+        log_norm = -0.5 * d * math.log(2 * math.pi) - std.log().sum(-1)
         if paired:
             return log_norm - 0.5 * ((x - means) / std).pow(2).sum(-1)
         return log_norm - 0.5 * squared_distances(x / std, means / std)
     s = generalized_gaussian_shape(std, rho)
-    log_norm = d * (math.log(rho / 2) - math.lgamma(1 / rho)) - s.log().sum()
+    log_norm = d * (math.log(rho / 2) - math.lgamma(1 / rho)) - s.log().sum(-1)
     if paired:
         return log_norm - ((x - means).abs() / s).pow(rho).sum(-1)
     return log_norm - torch.cdist(x / s, means / s, p=rho).pow(rho)
+
+
+def generalized_gaussian_std(tau: torch.Tensor, rho: float) -> torch.Tensor:
+    """The standard deviation of GGD(x | B, s, rho) with tau = s^-rho (``families.learned_scale``):
+    tau^(-1/rho) sqrt(Gamma(3/rho) / Gamma(1/rho)), ``generalized_gaussian_shape``'s inverse."""
+    return tau ** (-1 / rho) / generalized_gaussian_shape(1.0, rho)
 
 
 def generalized_gaussian_table(x: torch.Tensor, means: torch.Tensor, std: torch.Tensor, rho: float, *,

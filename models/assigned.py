@@ -10,7 +10,6 @@ only the N densities it names (``assigned_log_density``).
 """
 
 import copy
-import math
 
 import torch
 from pyro.distributions import TorchDistribution, constraints
@@ -67,11 +66,8 @@ class AssignedGeneralizedGaussian(AssignedComponents):
         return generalized_gaussian_log_density(x, self.means, self.std, self.rho)
 
     def assigned_log_density(self, x):
-        if self.per_cluster:
-            s = generalized_gaussian_shape(self.std[self.assignment], self.rho)
-            return (math.log(self.rho / 2) - math.lgamma(1 / self.rho) - s.log()
-                    - ((x - self.means[self.assignment]).abs() / s) ** self.rho).sum(-1)
-        return generalized_gaussian_log_density(x, self.means[self.assignment], self.std, self.rho, paired=True)
+        std = self.std[self.assignment] if self.per_cluster else self.std
+        return generalized_gaussian_log_density(x, self.means[self.assignment], std, self.rho, paired=True)
 
     def sample(self, sample_shape=torch.Size()):
         assignment = self.assignment.expand(sample_shape + self.batch_shape)

@@ -39,7 +39,7 @@ import torch
 from bnpzoo.models.assigned import AssignedGeneralizedGaussian
 from bnpzoo.models.dp_gmm import learned_covariance
 from bnpzoo.models.stick_breaking import feature_vectors, stick_breaking_prior, stick_weights
-from bnpzoo.ops import generalized_gaussian_shape
+from bnpzoo.ops import generalized_gaussian_shape, generalized_gaussian_std
 
 
 def model(
@@ -91,7 +91,7 @@ def learned_scale(data, n, truncation, alpha, discount, rho, sd, m0, prior_covar
     with pyro.plate("clusters", truncation, dim=-1):
         mu = pyro.sample("mu", dist.Normal(m0, sd0 / prior_precision**0.5).to_event(1))
         tau = pyro.sample("precision", dist.Gamma(torch.full_like(rate0, shape0), rate0).to_event(1))
-    std = tau ** (-1 / rho) / generalized_gaussian_shape(1.0, rho)
+    std = generalized_gaussian_std(tau, rho)
 
     with pyro.plate("data", n, subsample_size=subsample_size, dim=-1) as idx:
         z = pyro.sample("z", dist.Categorical(logits=log_weights), infer={"enumerate": "parallel"})

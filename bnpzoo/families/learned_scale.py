@@ -46,7 +46,8 @@ import torch
 from bnpzoo.families.base import ComponentPrior, ConjugateFamily
 from bnpzoo.families.contract import Capabilities
 from bnpzoo.families.normal_gamma import gamma_kl
-from bnpzoo.ops import generalized_gaussian_shape, generalized_gaussian_table, row_blocks
+from bnpzoo.ops import (generalized_gaussian_shape, generalized_gaussian_std, generalized_gaussian_table,
+                        row_blocks)
 
 ALTERNATIONS = 8  # updates of q(tau) then q(mu) per solve: the pair's coupling is through E[tau] alone
 KEYS = ("count", "weight", "first", "second", "rest")
@@ -169,11 +170,8 @@ class LearnedScaleFamily(ConjugateFamily):
         """The means m_k and the standard deviations at E[tau] (``scales``, (K, D))."""
         m, _, shape, rate = self._factors(q, prior)
         dtype = prior.mean.dtype
-        return {"means": (m + prior.mean.to(m)).to(dtype), "scales": self._std(shape / rate).to(dtype)}
-
-    def _std(self, tau: torch.Tensor) -> torch.Tensor:
-        """The standard deviation of GGD(0, tau^(-1/rho), rho): s sqrt(Gamma(3/rho) / Gamma(1/rho))."""
-        return tau ** (-1 / self.rho) / generalized_gaussian_shape(1.0, self.rho)
+        scales = generalized_gaussian_std(shape / rate, self.rho)
+        return {"means": (m + prior.mean.to(m)).to(dtype), "scales": scales.to(dtype)}
 
     def sample_factor(self, q: dict, prior: ComponentPrior) -> None:
         """precision ~ Gamma(a, b) (the program's tau), mu_kd ~ N(m_kd, v_kd)."""
@@ -183,7 +181,8 @@ class LearnedScaleFamily(ConjugateFamily):
 
     def point_of_sites(self, sites: dict, prior: ComponentPrior) -> dict:
         dtype = prior.mean.dtype
-        return {"means": sites["mu"].to(dtype), "scales": self._std(sites["precision"]).to(dtype)}
+        scales = generalized_gaussian_std(sites["precision"], self.rho)
+        return {"means": sites["mu"].to(dtype), "scales": scales.to(dtype)}
 
     def precision(self, point: dict) -> torch.Tensor:
         """The program's site ``precision`` (tau) at the point estimate, (K, D)."""
@@ -196,7 +195,8 @@ class LearnedScaleFamily(ConjugateFamily):
     def expected_log_density(self, x, q, prior, point=None, log_weights=0.0) -> torch.Tensor:
         """ln pi_k + the bound on E_q ln f(x_n | mu_k, tau_k) (module docstring), (N, K)."""
         m, v, shape, rate = self._factors(q, prior)
-        std = self._std(shape / rate).to(x.dtype)  # the table at E[tau], and E[ln tau] - ln E[tau] per feature
+        # the table at E[tau], plus E[ln tau] - ln E[tau] per feature
+        std = generalized_gaussian_std(shape / rate, self.rho).to(x.dtype)
         table = generalized_gaussian_table(x, m.to(x.dtype) + prior.mean, std, self.rho, smoothing=v.to(x.dtype))
         return table + ((torch.digamma(shape) - shape.log()).sum(1) / self.rho).to(x.dtype) + log_weights
 

@@ -193,10 +193,14 @@ def tail_template(rows: torch.Tensor, seed: int) -> torch.Tensor:
     return log_side
 
 
+def draw_sides(log_side: torch.Tensor) -> torch.Tensor:
+    """Sides (n,) drawn independently from a template (n, 2)."""
+    return (torch.rand(log_side.shape[0], dtype=log_side.dtype, device=log_side.device) < log_side[:, 1].exp()).long()
+
+
 def draw_tail(log_side: torch.Tensor) -> torch.Tensor:
     """Sides (n,) drawn from a tail template (W, n, 2): a width uniformly, then each row's side."""
-    chosen = log_side[torch.randint(log_side.shape[0], (1,))[0]]
-    return (torch.rand(chosen.shape[0], dtype=chosen.dtype, device=chosen.device) < chosen[:, 1].exp()).long()
+    return draw_sides(log_side[torch.randint(log_side.shape[0], (1,))[0]])
 
 
 def tail_log_prob(log_side: torch.Tensor, side: torch.Tensor) -> torch.Tensor:
@@ -263,7 +267,7 @@ class SplitMergeMove:
             side = draw_tail(log_side)
         else:
             log_side = template(self.target.scaled[rows])
-            side = (torch.rand(rows.numel(), dtype=log_side.dtype, device=rows.device) < log_side[:, 1].exp()).long()
+            side = draw_sides(log_side)
             side = side ^ side[at]  # r's side is 0: the cluster that stays c
         moving = int(side.sum())
         if moving in (0, rows.numel()):
