@@ -165,6 +165,35 @@ def test_the_chain_samples_the_enumerated_posterior_on_8_rows(discount):
         assert abs(hits.mean() - probability) < 5 * error + 0.005, (k, float(hits.mean()), probability)
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_a_climb_never_lowers_the_target_and_finds_separated_clusters_from_one(seed):
+    """``SplitMergeMove.climb`` (the warm-up's first sweeps) takes only moves that raise ln p(partition,
+    x), and from one cluster, with a label step after each pass, reaches the separated clusters in
+    three passes with no surplus one; the exact sweeps after keep the statistics the labels hold."""
+    torch.manual_seed(seed)
+    data = blobs(n=2000, d=3, k=6, seed=seed)
+    x = torch.as_tensor(data.X, dtype=torch.float64)
+    prior = ComponentPrior(mean=x.mean(0), mean_precision=0.01, covariance=torch.eye(3, dtype=torch.float64),
+                           dof=5.0)
+    target = Target(NormalWishartFamily(), prior, 1.0, 0.0, x / x.std(0))
+    state, moves = sampler.init(target, x), SplitMergeMove(target, x)
+    for _ in range(3):
+        before = float(sampler.log_joint(target, state))
+        k = state.k
+        taken = moves.climb(state)
+        assert float(sampler.log_joint(target, state)) >= before - 1e-6 * abs(before)
+        assert not moves.climbing and taken >= abs(state.k - k)
+        sampler.draw_labels(target, x, state)
+    assert state.k == 6 and nmi(data.labels, state.labels.numpy()) > 0.95
+    assert moves.tried == {"split": 0, "merge": 0}  # the acceptance rates count the exact moves alone
+    for _ in range(5):  # exact sweeps: a label step updates the statistics by the rows it moved
+        sampler.sweep(target, x, state, moves, 4)
+    fresh = sampler.partition(target, x, state.labels, state.k)
+    for name, value in fresh.stats.items():
+        assert torch.allclose(state.stats[name], value, rtol=1e-9, atol=1e-9), name
+    assert torch.allclose(state.evidence, fresh.evidence, rtol=1e-9)
+
+
 def test_the_partition_prior_and_its_split_ratio_agree():
     """split_prior is the ratio of log_partition_prior's values, for the DP and Pitman-Yor priors."""
     for alpha, discount in ((1.0, 0.0), (0.7, 0.5), (3.0, 0.25)):
@@ -213,10 +242,10 @@ UNMIXED = "ignore::bnpzoo.base.ConvergenceWarning"  # short chains' R-hat, which
 @pytest.mark.parametrize("estimator", [DPGMM, PYPGGM])
 def test_gibbs_finds_separated_clusters_from_one_and_reports_its_chains(estimator):
     data = blobs(n=600, d=3, k=4, seed=2)
-    # 20 warm-up sweeps: after 10 a chain can still be one split short of the 4 (random_state 2, 3)
-    fitted = estimator(inference="gibbs", max_iter=30, warmup=20, num_chains=2, random_state=0).fit(data.X)
+    # 6 warm-up sweeps, 4 of them climbing (``sampler``): random_state 0 to 7 reach the 4 clusters
+    fitted = estimator(inference="gibbs", max_iter=20, warmup=6, num_chains=2, random_state=0).fit(data.X)
     assert fitted.n_clusters_ == 4 and nmi(data.labels, fitted.predict(data.X)) > 0.95
-    assert fitted.samples_["n_clusters"].shape == (2, 30) and fitted.samples_["log_joint"].shape == (2, 30)
+    assert fitted.samples_["n_clusters"].shape == (2, 20) and fitted.samples_["log_joint"].shape == (2, 20)
     assert (fitted.samples_["n_clusters"] >= 4).all()
     rows = fitted.coclustering_rows_
     assert fitted.coclustering_.shape == (len(rows), len(rows))

@@ -48,7 +48,9 @@ cultivar = wine.target
 # ## One partition, then many
 # The variational fit and the sampler share the model and its prior. The sampler runs 4 chains
 # (`num_chains`), each from one cluster: `max_iter` kept sweeps a chain after `warmup` sweeps
-# (half of `max_iter` unless given), in which the number of split-merge attempts per sweep settles.
+# (half of `max_iter` unless given). The warm-up's first sweeps climb to a mode (splits and merges
+# taken only where they raise the posterior); the rest of it, and every kept sweep, are exact
+# moves, and the number of split-merge attempts per sweep settles there.
 # Its `predict` uses the last partition of the chain that ends highest; the posterior is in
 # `samples_`, `coclustering_` and `to_arviz()`.
 
@@ -88,7 +90,7 @@ ax.legend(fontsize=8);
 # parameters integrated out), the number of clusters and the number of small clusters (under 1 %
 # of the rows). `az.summary` gives R-hat and the effective sample sizes; the fit itself warns
 # (a `ConvergenceWarning`) where R-hat is above 1.1, and says how many sweeps would do. The number
-# of clusters moves only when a split or merge is accepted (about one attempt in a hundred here),
+# of clusters moves only when a split or merge is accepted (two or three attempts in a hundred here),
 # so its effective sample size is the small one: for a final answer, raise `max_iter` as the
 # warning says; for a first look at the posterior, 400 sweeps a chain show its shape. (The fit
 # above kept its warning to print it here.)

@@ -5,7 +5,8 @@ The state is the partition (``Partition``: labels in 0..K-1, every cluster holdi
 clusters' statistics). One sweep (``sweep``):
 
     step 1  split and merge moves on the partition, the clusters' parameters and weights integrated
-            out (``split_merge``; K + 1 attempts in warm-up, then as many as at its end);
+            out (``split_merge``; (K + 1) / 2 attempts in warm-up, ``ATTEMPT_SHARE``, then as many
+            as at its end);
     step 2  the weights and the parameters given the partition: (pi_1, ..., pi_K, pi_rest) ~
             Dir(n_1 - d, ..., n_K - d, alpha + K d) (the Pitman-Yor posterior of the weights given
             the partition) and theta_k ~ p(theta_k | x_k) (``family.draw``);
@@ -22,6 +23,16 @@ independence step whose ratio is 1 inside the space and 0 outside), for all rows
 that empties a cluster, block by block (``LABEL_BLOCKS`` random blocks, drawn independently of the
 state). Step 1 moves the partition with step 2's variables integrated out; step 2 then draws them
 anew, so steps 1 and 2 together leave the joint invariant.
+
+The warm-up. Its first sweeps climb (``SplitMergeMove.climb``), until a climb takes no move or
+``CLIMB_SHARE`` of the warm-up has passed: every cluster's split tried, again on its pieces while
+they split, then every cluster's merge, each move taken where it raises ln p(partition, x). From one cluster a chain reaches the clusters of a mode in a
+few sweeps, with no surplus cluster: an exact split can cut a cluster where its reverse merge is
+never proposed again (a piece that later label steps make compact has a reverse split of ln q in
+the thousands of nats), and a chain grown by exact moves alone kept such pieces for tens of
+sweeps (``benchmarks/reports/sampler.md``). The rest of the warm-up and every kept sweep are exact;
+the warm-up, dropped, only chooses where the chain starts. Each chain climbs with its own draws, so
+chains that settle in different modes still disagree, and R-hat says so.
 
 ``StickMixtureKernel`` is the thin ``MCMCKernel`` over ``init`` and ``sweep`` (as the coupled
 sampler's, ``inference.coupled.kernel``): each ``sample`` is one sweep, returning fixed-shape
@@ -42,9 +53,12 @@ from pyro.infer.mcmc.mcmc_kernel import MCMCKernel
 from bnpzoo.ops import softmax_
 from bnpzoo.inference.stick_mixture.split_merge import SplitMergeMove, Target, log_partition_prior
 
+REBUILD_SHARE = 4  # a label step's statistics afresh where more than 1 / this of the rows moved
 LABEL_BLOCKS = 8  # step 3's blocks where a draw of every row at once would empty a cluster
 SMALL_SHARE = 0.01  # ``n_small`` counts the clusters holding fewer than this share of the rows
 MIN_ATTEMPTS = 2  # split-merge attempts a sweep after a warm-up of none
+ATTEMPT_SHARE = 0.5  # split-merge attempts a sweep, per cluster (and one) at the end of warm-up
+CLIMB_SHARE = 0.6  # of the warm-up sweeps, the most that climb (``SplitMergeMove.climb``) before exact ones
 
 
 @dataclass
@@ -95,8 +109,22 @@ def draw_labels(target: Target, x: torch.Tensor, state: Partition) -> None:
     if not bool((torch.bincount(proposal, minlength=state.k) > 0).all()):
         # a fresh draw, taken block by block: the rejected one is not a draw of the product any more
         proposal = _blockwise(state.labels, _draw_rows(probabilities), state.k)
-    new = partition(target, x, proposal, state.k)
-    state.update(new.labels, new.stats, new.evidence)
+    stats = relabelled(target, x, state, proposal)
+    state.update(proposal, stats, target.evidence(stats))
+
+
+def relabelled(target: Target, x: torch.Tensor, state: Partition, labels: torch.Tensor) -> dict:
+    """The clusters' statistics once the rows take ``labels``: the state's, less the moved rows' at
+    their old labels, plus theirs at the new (the statistics add over rows), or taken afresh where
+    more than ``1 / REBUILD_SHARE`` of the rows moved. Once the clusters settle a label step moves
+    a few rows in 100,000."""
+    moved = (labels != state.labels).nonzero()[:, 0]
+    if moved.numel() * REBUILD_SHARE > labels.numel():
+        return target.family.label_statistics(x, labels, state.k, target.prior)
+    family, rows = target.family, x[moved]
+    gained = family.label_statistics(rows, labels[moved], state.k, target.prior)
+    lost = family.label_statistics(rows, state.labels[moved], state.k, target.prior)
+    return {name: value + gained[name] - lost[name] for name, value in state.stats.items()}
 
 
 def _draw_rows(probabilities: torch.Tensor) -> torch.Tensor:
@@ -117,13 +145,18 @@ def _blockwise(labels: torch.Tensor, proposal: torch.Tensor, k: int) -> torch.Te
     return current
 
 
-def sweep(target: Target, x: torch.Tensor, partition: Partition, moves: SplitMergeMove, attempts: int) -> None:
+def sweep(target: Target, x: torch.Tensor, partition: Partition, moves: SplitMergeMove, attempts: int,
+          climbing: bool = False) -> int:
     """One sweep of the chain (steps 1 to 3 of the module docstring), in place, with ``attempts``
     split-merge attempts: a number fixed beforehand, since a number read off the state (its K, say)
-    would make the sweep's kernel leave the posterior (``StickMixtureKernel`` sets it in warm-up)."""
-    for _ in range(attempts):
+    would make the sweep's kernel leave the posterior (``StickMixtureKernel`` sets it in warm-up).
+    ``climbing``: a warm-up sweep whose step 1 is ``SplitMergeMove.climb`` (no Markov step of the
+    posterior: the warm-up's first sweeps, the module docstring). Returns the moves a climb took."""
+    taken = moves.climb(partition) if climbing else 0
+    for _ in range(0 if climbing else attempts):
         moves.attempt(partition)
     draw_labels(target, x, partition)
+    return taken
 
 
 def init(target: Target, x: torch.Tensor) -> Partition:
@@ -151,7 +184,7 @@ class StickMixtureKernel(MCMCKernel):
         self._recorded, self._trace = [], []
 
     def setup(self, warmup_steps, *args, **kwargs):
-        self._warmup_steps, self._t, self._attempts = warmup_steps, 0, MIN_ATTEMPTS
+        self._warmup_steps, self._t, self._attempts, self._climbing = warmup_steps, 0, MIN_ATTEMPTS, True
         if self.seed is not None:
             torch.manual_seed(self.seed + self._chain)
         self.partition, self.moves = init(self.target, self.x), SplitMergeMove(self.target, self.x)
@@ -173,9 +206,10 @@ class StickMixtureKernel(MCMCKernel):
         self._chain = int(params.get("chain", 0))
 
     def sample(self, params):
-        if self._t < self._warmup_steps:  # warm-up adapts: K + 1 attempts; the kept sweeps keep the last number
-            self._attempts = self.partition.k + 1
-        sweep(self.target, self.x, self.partition, self.moves, self._attempts)
+        if self._t < self._warmup_steps:  # warm-up adapts the attempts; the kept sweeps keep the last number
+            self._attempts = max(MIN_ATTEMPTS, round(ATTEMPT_SHARE * (self.partition.k + 1)))
+        climbing = self._climbing and self._t < CLIMB_SHARE * self._warmup_steps
+        self._climbing = sweep(self.target, self.x, self.partition, self.moves, self._attempts, climbing) > 0
         self._t += 1
         summary = self.summary()
         self._trace.append(float(summary["log_joint"]))

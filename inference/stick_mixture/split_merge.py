@@ -21,7 +21,7 @@ The halves kernel. A row r is drawn uniformly (1 / N both ways, so it cancels); 
            (``template``: two halves, two seeds, the first a random row, the second drawn
            k-means++-like, a few 2-means rounds; or, a third of the time, a core and its shell,
            ``core_template``; then each row's probability of each side under a diagonal Gaussian
-           per side); q_split = the probability of the pair of sides, either way round;
+           per side, sharpened); q_split = the probability of the pair of sides, either way round;
     merge  j ~ P(j | c), a mixture of the softmax of the merge's own log target ratio over the other
            clusters and the uniform (``partner_log_probs``, ``UNIFORM_SHARE``).
 
@@ -61,6 +61,7 @@ TAIL_SHARE = 0.25  # of the attempts, the share that detach or attach a tail (``
 CORE_SHARE = 1 / 3  # of the halves kernel's templates, the share that part a core from its shell
 TAIL_WIDTHS = (1 / 64, 1 / 16, 1 / 4)  # a tail's spreads (of the cluster's), one drawn a detach
 TAIL_WEIGHT = 0.05  # a tail's prior weight in its template
+SHARPNESS = 3.0  # a template's side log-densities times this: near-sure sides (``_sides``)
 
 
 def split_prior(alpha: float, discount: float, k: int, n_a, n_b) -> torch.Tensor:
@@ -131,7 +132,7 @@ def _squared_distances(rows: torch.Tensor, centres: torch.Tensor, scale=1.0) -> 
     return ((rows * rows) @ (1 / scale).T - 2 * rows @ (centres / scale).T + (centres**2 / scale).sum(1)).clamp_min(0)
 
 
-def template(rows: torch.Tensor) -> torch.Tensor:
+def template(rows: torch.Tensor, core_share: float = CORE_SHARE) -> torch.Tensor:
     """ln p(side | row), (n, 2): a fresh template of a cluster's ``rows`` (scaled units), fitted on
     ``TEMPLATE_ROWS`` of them drawn at random (all of them where fewer): with probability
     ``CORE_SHARE`` a core and its shell (``core_template``), else two halves: two seeds, the first
@@ -140,7 +141,7 @@ def template(rows: torch.Tensor) -> torch.Tensor:
     diagonal Gaussian (its spread shrunk toward the cluster's by one pseudo-row). It depends on
     the rows as a set and on torch's generator only."""
     fitted = rows if rows.shape[0] <= TEMPLATE_ROWS else rows[torch.randint(rows.shape[0], (TEMPLATE_ROWS,))]
-    if torch.rand(()) < CORE_SHARE:
+    if torch.rand(()) < core_share:
         return core_template(rows, fitted)
     first = fitted[torch.randint(fitted.shape[0], (1,))[0]]
     centres = torch.stack([first, fitted[_pick(((fitted - first) ** 2).sum(1).double())]])
@@ -188,7 +189,7 @@ def tail_template(rows: torch.Tensor, seed: int) -> torch.Tensor:
     widths = torch.tensor(TAIL_WIDTHS, dtype=torch.float64, device=rows.device)[:, None]
     bulk = (-0.5 * distances[:, 0] + math.log(1 - TAIL_WEIGHT)).expand(widths.shape[0], -1)
     near = -0.5 * (distances[:, 1] / widths + rows.shape[1] * widths.log()) + math.log(TAIL_WEIGHT)
-    log_side = torch.stack([bulk, near], dim=-1).log_softmax(-1)  # (W, n, 2)
+    log_side = (SHARPNESS * torch.stack([bulk, near], dim=-1)).log_softmax(-1)  # (W, n, 2)
     log_side[:, seed] = torch.tensor([-math.inf, 0.0], dtype=log_side.dtype)
     return log_side
 
@@ -210,9 +211,13 @@ def tail_log_prob(log_side: torch.Tensor, side: torch.Tensor) -> torch.Tensor:
 
 
 def _sides(rows, centres, variances, weights) -> torch.Tensor:
-    """ln p(side | row) under two diagonal Gaussians (centres, variances (2, D)) with prior ``weights``."""
+    """ln p(side | row) under two diagonal Gaussians (centres, variances (2, D)) with prior ``weights``,
+    sharpened (``SHARPNESS``). Sides drawn near-surely make a split's ln q near 0, so that a split
+    is taken where the target gains and seldom elsewhere: with the template's own probabilities,
+    a noisy split of a cluster passed on its tiny q, and the label steps then made its piece
+    compact, a state whose reverse merge no template proposes (``benchmarks/reports/sampler.md``)."""
     log_density = -0.5 * (_squared_distances(rows, centres, variances) + variances.log().sum(1)) + weights.log()
-    return torch.log_softmax(log_density.double(), 1)
+    return torch.log_softmax(SHARPNESS * log_density.double(), 1)
 
 
 def sides_log_prob(log_side: torch.Tensor, side: torch.Tensor) -> torch.Tensor:
@@ -227,6 +232,7 @@ class SplitMergeMove:
         self.target, self.x = target, x
         self.accepted = {"split": 0, "merge": 0}
         self.tried = {"split": 0, "merge": 0}
+        self.climbing = False  # accept a move where it raises the target, and only there (``climb``)
 
     def attempt(self, partition) -> None:
         """One application of the kernel (the module docstring) at a uniformly drawn row: of the
@@ -242,6 +248,41 @@ class SplitMergeMove:
             r = int(torch.randint(partition.labels.numel(), (1,))[0])
             c = int(partition.labels[r])
         (self._split if split else self._merge)(partition, r, c, tail)
+
+    def climb(self, partition) -> int:
+        """A pass of greedy moves, for a warm-up that need not leave the posterior invariant: each
+        cluster's split tried (the halves kernel with two halves, from a random row of it), and
+        both pieces' again while they split; then each cluster's merge with a partner drawn as
+        ``_merge`` draws it; every move taken where it raises the target and only there. From one
+        cluster a pass bisects down to clusters whose halves no longer pay; the surplus clusters
+        that a label step leaves are merged at once. Returns the moves it took; ``accepted`` and
+        ``tried`` count the exact moves alone."""
+        counts = dict(self.accepted), dict(self.tried)
+        self.climbing = True
+        try:
+            waiting = list(range(partition.k))
+            while waiting:
+                c, k = waiting.pop(), partition.k
+                members = self._rows(partition, c)
+                self._split(partition, int(members[torch.randint(members.numel(), (1,))[0]]), c, False)
+                waiting += [c, k] if partition.k > k else []
+            for c in reversed(range(partition.k)):
+                if 1 < partition.k and c < partition.k:
+                    self._merge(partition, 0, c, False)
+        finally:
+            self.climbing = False
+            taken = sum(self.accepted.values()) - sum(counts[0].values())
+            self.accepted, self.tried = counts
+        return taken
+
+    def _threshold(self, log_ratio, gain) -> torch.Tensor:
+        """ln u - ``log_ratio`` (the move's ln ratio but for the reverse's ln probability): the move is
+        taken where the threshold falls below that. Climbing (a warm-up that is no Markov chain of
+        the posterior, ``sampler``): -``gain``, the target's change alone, so that only moves that
+        raise it are taken."""
+        if self.climbing:
+            return -gain
+        return torch.log(torch.rand((), dtype=torch.float64)) - log_ratio
 
     def _rows(self, partition, *clusters) -> torch.Tensor:
         member = partition.labels == clusters[0]
@@ -266,7 +307,7 @@ class SplitMergeMove:
             log_side = tail_template(self.target.scaled[rows], at)
             side = draw_tail(log_side)
         else:
-            log_side = template(self.target.scaled[rows])
+            log_side = template(self.target.scaled[rows], 0.0 if self.climbing else CORE_SHARE)
             side = draw_sides(log_side)
             side = side ^ side[at]  # r's side is 0: the cluster that stays c
         moving = int(side.sum())
@@ -281,7 +322,7 @@ class SplitMergeMove:
             counts = torch.cat([partition.stats["count"], partition.stats["count"].new_tensor([moving])])
             counts[c] -= moving
             log_q = log_q - attach_log_prob(counts, -1) - math.log(partition.labels.numel())
-        threshold = torch.log(torch.rand((), dtype=torch.float64)) - log_ratio + log_q
+        threshold = self._threshold(log_ratio - log_q, log_ratio)
         if threshold >= 0:  # rejected whatever the reverse merge's ln P (at most 0)
             return
         after = {name: torch.cat([value, pieces[name][1:]]) for name, value in partition.stats.items()}
@@ -290,9 +331,8 @@ class SplitMergeMove:
         evidence = torch.cat([partition.evidence, piece_evidence[1:]])
         evidence[c] = piece_evidence[0]
         new = partition.k  # the reverse merge starts from r's cluster: the new one for a tail
-        reverse = partner_log_probs(target, after, evidence, new)[c] if tail else \
-            partner_log_probs(target, after, evidence, c)[new]
-        if threshold < reverse:
+        if self.climbing or threshold < (partner_log_probs(target, after, evidence, new)[c] if tail else
+                                         partner_log_probs(target, after, evidence, c)[new]):
             labels = partition.labels.clone()
             labels[rows[side == 1]] = new
             partition.update(labels, after, evidence)
@@ -306,27 +346,33 @@ class SplitMergeMove:
         gain = target.merge_gain(stats, partition.evidence, c)
         forward = _mixed_with_uniform(gain, c)
         j = int(torch.multinomial(forward.exp(), 1)[0])
-        threshold = torch.log(torch.rand((), dtype=torch.float64)) - gain[j] + forward[j]
+        log_ratio = gain[j] - forward[j]
         if tail:  # the reverse detach draws r uniformly, where this drew it by ``attach_log_prob``
-            threshold = threshold + attach_log_prob(stats["count"], c) + math.log(partition.labels.numel())
+            log_ratio = log_ratio - attach_log_prob(stats["count"], c) - math.log(partition.labels.numel())
+        threshold = self._threshold(log_ratio, gain[j])
         if threshold >= 0:  # rejected whatever the reverse split's ln q (at most 0): no template needed
             return
         rows = self._rows(partition, c, j)
+        if not (self.climbing or threshold < self._split_log_q(partition, rows, r, c, j, tail)):
+            return
+        labels = partition.labels.clone()
+        labels[rows] = c
+        merged = {name: value.clone() for name, value in stats.items()}
+        for name, value in merged.items():
+            value[c] += stats[name][j]
+        evidence = partition.evidence.clone()
+        evidence[c] = target.evidence({name: value[c:c + 1] for name, value in merged.items()})[0]
+        partition.update(*_drop(labels, merged, evidence, j))
+        self.accepted["merge"] += 1
+
+    def _split_log_q(self, partition, rows, r: int, c: int, j: int, tail: bool) -> torch.Tensor:
+        """ln q of the split of the union ``rows`` of c and j back into them that ``_split`` would
+        propose from r (a tail: c as the tail around r)."""
+        scaled = self.target.scaled[rows]
         if tail:
-            log_q = tail_log_prob(tail_template(target.scaled[rows], int((rows == r).nonzero()[0, 0])),
-                                  (partition.labels[rows] == c).long())
-        else:
-            log_q = sides_log_prob(template(target.scaled[rows]), (partition.labels[rows] == j).long())
-        if threshold < log_q:
-            labels = partition.labels.clone()
-            labels[rows] = c
-            merged = {name: value.clone() for name, value in stats.items()}
-            for name, value in merged.items():
-                value[c] += stats[name][j]
-            evidence = partition.evidence.clone()
-            evidence[c] = target.evidence({name: value[c:c + 1] for name, value in merged.items()})[0]
-            partition.update(*_drop(labels, merged, evidence, j))
-            self.accepted["merge"] += 1
+            return tail_log_prob(tail_template(scaled, int((rows == r).nonzero()[0, 0])),
+                                 (partition.labels[rows] == c).long())
+        return sides_log_prob(template(scaled), (partition.labels[rows] == j).long())
 
 
 def attach_weights(counts: torch.Tensor) -> torch.Tensor:
