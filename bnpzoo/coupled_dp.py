@@ -134,7 +134,7 @@ class CoupledDP(Estimator):
         has the cores (more than num_chains; a script that fits then needs Python's ``if __name__ ==
         "__main__":`` guard), one after the other otherwise.
     checkpoint : a folder where each chain saves its state every ``checkpoint_every`` sweeps and at
-        its end (one file per chain, ``inference.coupled.checkpoint``). A fit given a folder that
+        its end (one file per chain, ``inference.checkpoint``). A fit given a folder that
         holds a stopped run's files resumes it: each chain replays its saved samples and sweeps on
         from its saved state and random generators, so the result equals the uninterrupted run's
         (on CPU, bitwise). The folder is kept; fitting again with a larger ``max_iter`` continues
@@ -446,7 +446,7 @@ class CoupledDP(Estimator):
 
     def _checkpoint(self, problem):
         """The chains' checkpoint folder, keyed to the data and every setting a chain's draws depend on."""
-        from bnpzoo.inference.coupled.checkpoint import ChainCheckpoint, fingerprint
+        from bnpzoo.inference.checkpoint import ChainCheckpoint, fingerprint
 
         if self.checkpoint is None:
             return None

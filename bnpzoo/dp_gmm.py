@@ -65,7 +65,7 @@ class DPGMM(LearnedCovariance, StickMixture):
                  pruning_precision=None, split_moves=None, assignment=None, guide="map", max_iter=None, tol=1e-5,
                  prune_threshold=1e-3, batch_size=None, learning_rate=None, n_init=3, device=None, dtype="float32",
                  random_state=None, verbose=False, data_parallel=False, num_chains=None,
-                 warmup=None, sigma=None):
+                 warmup=None, checkpoint=None, checkpoint_every=50, sigma=None):
         self._store(locals())
 
     @property

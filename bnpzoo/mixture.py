@@ -24,12 +24,13 @@ for the Laplace) and K for the logit sticks: g of a cluster of weight pi_k is ab
 import inspect
 import time
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pyro
 import torch
 
-from bnpzoo._validation import SEED, Interval, OneOf, batch_features, is_stream
+from bnpzoo._validation import FOLDER, SEED, Interval, OneOf, batch_features, is_stream
 from bnpzoo.base import FittedTensor, MixtureEstimator, as_numpy, offered_if, warn_if_unconverged
 from bnpzoo.caller_state import keeps_caller_state
 from bnpzoo.diagnostics import arviz, mixing
@@ -85,6 +86,8 @@ COMMON_CONSTRAINTS = {
     "data_parallel": OneOf(False, True),
     "num_chains": Interval(int, 1, optional=True),
     "warmup": Interval(int, 0, optional=True),
+    "checkpoint": FOLDER,
+    "checkpoint_every": Interval(int, 1),
 }
 SHARED_PARAMETERS = """
     prior_precision : lambda0; each mean has prior N(mean of X, std^2 / lambda0) per feature, and
@@ -156,6 +159,13 @@ SHARED_PARAMETERS = """
         the machine has a core for each beside the caller's, else one after the other; R-hat and ESS
         of ``samples_`` compare them.
     warmup : the sampler's sweeps per chain before those it keeps (None: half of max_iter).
+    checkpoint : the sampler's folder where each chain saves its state every ``checkpoint_every``
+        sweeps and at its end (one file per chain, ``inference.checkpoint``). A fit given a folder
+        that holds a stopped run's files resumes it: each chain replays its saved samples and
+        sweeps on from its saved state and random generators, so the result equals the
+        uninterrupted run's (on CPU, bitwise). Fitting again with a larger ``max_iter`` continues
+        the chains; files of other data or settings are refused. None: no checkpoints.
+    checkpoint_every : sweeps between a chain's checkpoints.
     data_parallel : fit with the ranks of the ``torch.distributed`` default process group (started
         by ``torchrun``, or by the caller's ``init_process_group``), the stochastic learners only.
         Every rank calls ``fit(X)`` with its own rows X; each step's minibatch is the union of the
@@ -273,7 +283,8 @@ class StickMixture(MixtureEstimator):
         target = Target(family, prior, scaled=scaled, **self._stick_prior())
         watched = torch.randperm(x.shape[0])[:COCLUSTERED_ROWS].sort().values
         kernel = StickMixtureKernel(target, x, rows_term=family.rows_term(x, prior), watched=watched,
-                                    seed=None if self.random_state is None else int(self.random_state))
+                                    seed=None if self.random_state is None else int(self.random_state),
+                                    checkpoint=self._checkpoint(target, x, watched))
         chains = run_chains(kernel, num_samples=self._iterations(), warmup=self._warmup(),
                             num_chains=self._num_chains(), verbose=self.verbose)
         unmixed = self._record_chains(chains, watched)
@@ -286,6 +297,16 @@ class StickMixture(MixtureEstimator):
         weights = torch.cat([shares, 1 - shares.sum(0, keepdim=True)]).to(x.dtype)
         return FitOutcome(point, weights_to_sticks(weights)[: order.numel() - 1], None, best["trace"], best["seconds"],
                           len(best["trace"]), unmixed is None, unconverged=unmixed)
+
+    def _checkpoint(self, target, x, watched):
+        """The chains' checkpoint folder, keyed to the data and every setting a chain's draws depend on."""
+        from bnpzoo.inference.checkpoint import ChainCheckpoint, fingerprint
+
+        if self.checkpoint is None:
+            return None
+        key = fingerprint(x, target.prior, target.alpha, target.discount, type(target.family).__name__,
+                          vars(target.family), watched, self.random_state, self._warmup())
+        return ChainCheckpoint(Path(self.checkpoint), self.checkpoint_every, key, self._warmup() + self._iterations())
 
     def _warmup(self) -> int:
         """The sampler's dropped sweeps per chain: ``warmup``, or half the kept ones."""
@@ -485,7 +506,7 @@ class StickMixture(MixtureEstimator):
         if self.data_parallel and not chosen.svi:
             raise ValueError(f"data_parallel=True needs an SVI learner ({', '.join(LEARNERS)}), not "
                              f"inference={self.inference!r}")
-        for name in ("num_chains", "warmup"):
+        for name in ("num_chains", "warmup", "checkpoint"):
             if getattr(self, name, None) is not None and chosen.chains is None:
                 raise ValueError(f"{name} applies to inference='gibbs' (the sampler), not inference={self.inference!r}")
         if self.learning_rate is not None and chosen.learning_rate is None:
@@ -807,7 +828,7 @@ class MixtureSVI(StickMixture):
     _parameter_constraints = {
         "inference": OneOf(*GENERIC),
         **{name: c for name, c in COMMON_CONSTRAINTS.items()
-           if name not in ("prior_precision", "split_moves", "num_chains", "warmup")},
+           if name not in ("prior_precision", "split_moves", "num_chains", "warmup", "checkpoint", "checkpoint_every")},
     }
     _fitted_attributes = FITTED + ("model_kwargs_",)
     _unsaved_params = ("model",)

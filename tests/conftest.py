@@ -1,3 +1,4 @@
+import contextlib
 import os
 
 import numpy as np
@@ -81,6 +82,23 @@ def chains_in_this_process(monkeypatch):
     import pyro.infer.mcmc.api
 
     monkeypatch.setattr(pyro.infer.mcmc.api.mp, "cpu_count", lambda: 1)
+
+
+@contextlib.contextmanager
+def interrupted(module, name: str, stop_at=None):
+    """A context in which ``module.name`` raises KeyboardInterrupt at its ``stop_at``-th call (None:
+    never), as a run killed mid-chain stops."""
+    original, calls = getattr(module, name), []
+
+    def stopping(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == stop_at:
+            raise KeyboardInterrupt
+        return original(*args, **kwargs)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(module, name, stopping)
+        yield
 
 
 @pytest.fixture(autouse=True)

@@ -16,6 +16,7 @@ import torch
 from bnpzoo import DPGMM, HDPGD, PYPGGM, ConvergenceWarning
 from bnpzoo.cli import _json_line, main
 from bnpzoo.mixture import STOCHASTIC
+from conftest import interrupted
 
 RNG = np.random.default_rng(0)
 X = RNG.normal(size=(200, 3)).astype(np.float32)
@@ -292,18 +293,9 @@ def _gibbs(data, checkpoint=None, stop_at=None, **options):
     from bnpzoo import CoupledDP
     from bnpzoo.inference.coupled import gibbs as coupled_gibbs
 
-    sweep, calls = coupled_gibbs.sweep, []
-
-    def stopping(*args, **kwargs):
-        calls.append(1)
-        if len(calls) == stop_at:
-            raise KeyboardInterrupt
-        return sweep(*args, **kwargs)
-
     est = CoupledDP(**dict(dict(truncation=4, max_iter=8, warmup=4, checkpoint_every=5, random_state=3), **options),
                     checkpoint=checkpoint)
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(coupled_gibbs, "sweep", stopping)
+    with interrupted(coupled_gibbs, "sweep", stop_at):
         return est.fit(**data)
 
 

@@ -19,6 +19,7 @@ from bnpzoo.families import ComponentPrior, NormalGammaFamily, NormalWishartFami
 from bnpzoo.inference.stick_mixture import sampler, split_merge
 from bnpzoo.inference.stick_mixture.split_merge import SplitMergeMove, Target, log_partition_prior, split_prior
 from bnpzoo.metrics import nmi
+from conftest import interrupted
 
 PRIOR_1D = ComponentPrior(mean=torch.zeros(1, dtype=torch.float64), mean_precision=0.5,
                           covariance=torch.eye(1, dtype=torch.float64), dof=3.0)
@@ -283,6 +284,39 @@ def test_gibbs_arguments_are_checked_and_saved(tmp_path):
     assert np.array_equal(loaded.predict(data.X), fitted.predict(data.X))
     assert torch.equal(torch.as_tensor(loaded.samples_["log_joint"]), torch.as_tensor(fitted.samples_["log_joint"]))
     assert np.array_equal(loaded.coclustering_, fitted.coclustering_)
+
+
+def _stopped_fit(data, folder, stop_at=None, **options):
+    """A gibbs fit with checkpoints in ``folder``, stopped (KeyboardInterrupt) at the ``stop_at``-th sweep."""
+    est = DPGMM(**dict(dict(inference="gibbs", max_iter=8, warmup=4, num_chains=2, checkpoint_every=3,
+                            random_state=3), **options), checkpoint=folder)
+    with interrupted(sampler, "sweep", stop_at):
+        return est.fit(data.X)
+
+
+@pytest.mark.filterwarnings(UNMIXED)
+def test_a_gibbs_run_resumed_from_its_checkpoint_equals_the_uninterrupted_run(tmp_path, chains_in_this_process):
+    data = blobs(n=300, d=2, k=3, seed=1)
+    whole = _stopped_fit(data, None)
+    # 12 sweeps a chain, a checkpoint every 3: stops in chain 0's warm-up (after its first
+    # checkpoint), in chain 0's kept sweeps, and in chain 1 after its first checkpoint
+    for stop_at in (5, 11, 17):
+        folder = tmp_path / f"stop-{stop_at}"
+        with pytest.raises(KeyboardInterrupt):
+            _stopped_fit(data, folder, stop_at)
+        resumed = _stopped_fit(data, folder)
+        for name, value in whole.samples_.items():
+            assert torch.equal(resumed.samples_[name], value), (stop_at, name)
+        assert np.array_equal(resumed.means_, whole.means_) and np.array_equal(resumed.coclustering_,
+                                                                                whole.coclustering_)
+        assert resumed.acceptance_ == whole.acceptance_
+    longer = _stopped_fit(data, tmp_path / "stop-5", max_iter=12)  # the chains continue
+    assert longer.samples_["log_joint"].shape == (2, 12)
+    assert torch.equal(longer.samples_["log_joint"][:, :8], whole.samples_["log_joint"])
+    with pytest.raises(ValueError, match="other data or settings"):
+        _stopped_fit(data, tmp_path / "stop-5", random_state=4)
+    with pytest.raises(ValueError, match="checkpoint applies to inference='gibbs'"):
+        DPGMM(checkpoint=tmp_path).fit(data.X)
 
 
 def test_chains_that_have_not_mixed_warn_once_and_say_so_in_converged():

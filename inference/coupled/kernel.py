@@ -12,7 +12,7 @@ R-hat, ESS and ``arviz.from_pyro`` apply:
 
 The full state of each chain's last sweep is kept for prediction: in ``chain_states``, and with
 ``state_dir`` also written there as a file, which is how it comes back from chains that MCMC runs
-in worker processes. With a ``checkpoint`` (``inference.coupled.checkpoint``) each chain writes its
+in worker processes. With a ``checkpoint`` (``inference.checkpoint``) each chain writes its
 state every few sweeps; a chain that finds its file replays the summaries in it (no sweeps) and
 sweeps on from the saved state and generators, so MCMC collects the uninterrupted run. MCMC tells
 each chain its index through ``initial_params`` (``{"chain": i}``), the one value it hands a
@@ -36,7 +36,7 @@ from pyro.infer.mcmc.mcmc_kernel import MCMCKernel
 from torch.distributions import Gamma, Normal
 
 from bnpzoo.inference.coupled import gibbs, uncollapsed
-from bnpzoo.inference.coupled.checkpoint import ChainCheckpoint
+from bnpzoo.inference.checkpoint import ChainCheckpoint
 from bnpzoo.models.coupled_dp import mixing_weights, model as coupled_model
 from bnpzoo.ops import clamp_probs
 
