@@ -26,11 +26,11 @@ anew, so steps 1 and 2 together leave the joint invariant.
 
 The warm-up. Its first sweeps climb (``SplitMergeMove.climb``), until a climb takes no move or
 ``CLIMB_SHARE`` of the warm-up has passed: every cluster's split tried, again on its pieces while
-they split, then every cluster's merge, each move taken where it raises ln p(partition, x). From one cluster a chain reaches the clusters of a mode in a
-few sweeps, with no surplus cluster: an exact split can cut a cluster where its reverse merge is
-never proposed again (a piece that later label steps make compact has a reverse split of ln q in
-the thousands of nats), and a chain grown by exact moves alone kept such pieces for tens of
-sweeps (``benchmarks/reports/sampler.md``). The rest of the warm-up and every kept sweep are exact;
+they split, then every cluster's merge, each move taken where it raises ln p(partition, x). From
+one cluster a chain reaches the clusters of a mode in a few sweeps, with no surplus cluster: an
+exact split can cut a cluster where its reverse merge is never proposed again (a piece that later
+label steps make compact has a reverse split of ln q in the thousands of nats), and a chain grown
+by exact moves alone kept such pieces for tens of sweeps (``benchmarks/reports/sampler.md``). The rest of the warm-up and every kept sweep are exact;
 the warm-up, dropped, only chooses where the chain starts. Each chain climbs with its own draws, so
 chains that settle in different modes still disagree, and R-hat says so.
 

@@ -135,7 +135,7 @@ def _squared_distances(rows: torch.Tensor, centres: torch.Tensor, scale=1.0) -> 
 def template(rows: torch.Tensor, core_share: float = CORE_SHARE) -> torch.Tensor:
     """ln p(side | row), (n, 2): a fresh template of a cluster's ``rows`` (scaled units), fitted on
     ``TEMPLATE_ROWS`` of them drawn at random (all of them where fewer): with probability
-    ``CORE_SHARE`` a core and its shell (``core_template``), else two halves: two seeds, the first
+    ``core_share`` a core and its shell (``core_template``), else two halves: two seeds, the first
     a random fitted row, the second drawn with probability proportional to its squared
     distance from the first (k-means++), ``TEMPLATE_ROUNDS`` rounds of 2-means, then each side's
     diagonal Gaussian (its spread shrunk toward the cluster's by one pseudo-row). It depends on
