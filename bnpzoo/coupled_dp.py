@@ -446,13 +446,11 @@ class CoupledDP(Estimator):
 
     def _checkpoint(self, problem):
         """The chains' checkpoint folder, keyed to the data and every setting a chain's draws depend on."""
-        from bnpzoo.inference.checkpoint import ChainCheckpoint, fingerprint
+        from bnpzoo.inference.checkpoint import chain_checkpoint
 
-        if self.checkpoint is None:
-            return None
-        key = fingerprint(problem, self.thin, self.random_state)
         prefix = "chain" if problem.ranks is None else _rank_prefix(problem.ranks.group)
-        return ChainCheckpoint(Path(self.checkpoint), self.checkpoint_every, key, self.warmup + self.max_iter, prefix)
+        return chain_checkpoint(self.checkpoint, self.checkpoint_every, self.warmup + self.max_iter, problem, self.thin,
+                                self.random_state, prefix=prefix)
 
     def _alpha(self) -> float | None:
         """alpha for the sampler (None: sampled): the parameter, or 1 with the document level."""

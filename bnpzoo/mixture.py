@@ -24,7 +24,6 @@ for the Laplace) and K for the logit sticks: g of a cluster of weight pi_k is ab
 import inspect
 import time
 import warnings
-from pathlib import Path
 
 import numpy as np
 import pyro
@@ -300,13 +299,11 @@ class StickMixture(MixtureEstimator):
 
     def _checkpoint(self, target, x, watched):
         """The chains' checkpoint folder, keyed to the data and every setting a chain's draws depend on."""
-        from bnpzoo.inference.checkpoint import ChainCheckpoint, fingerprint
+        from bnpzoo.inference.checkpoint import chain_checkpoint
 
-        if self.checkpoint is None:
-            return None
-        key = fingerprint(x, target.prior, target.alpha, target.discount, type(target.family).__name__,
-                          vars(target.family), watched, self.random_state, self._warmup())
-        return ChainCheckpoint(Path(self.checkpoint), self.checkpoint_every, key, self._warmup() + self._iterations())
+        return chain_checkpoint(self.checkpoint, self.checkpoint_every, self._warmup() + self._iterations(), x,
+                                target.prior, target.alpha, target.discount, type(target.family).__name__,
+                                vars(target.family), watched, self.random_state, self._warmup())
 
     def _warmup(self) -> int:
         """The sampler's dropped sweeps per chain: ``warmup``, or half the kept ones."""

@@ -7,6 +7,10 @@ numpy's and Python's generator states (every draw of the sampler comes from thes
 steps seed numba's generator from torch's). Files are weights-only (tensors, numbers, strings),
 written to a temporary name and renamed, so a run killed while writing leaves the last whole one.
 A fingerprint of the data and the settings guards against resuming a different fit.
+
+``CheckpointedChain`` is what a sampler's ``MCMCKernel`` adds to take part: it loads the chain's
+file at the start, hands MCMC the summaries the chain returned before a stop, and writes the file
+as the chain sweeps on and when it ends. ``chain_checkpoint`` is the estimators' way to make one.
 """
 
 import dataclasses
@@ -86,3 +90,53 @@ class ChainCheckpoint:
         partial = path.with_name(path.name + ".partial")
         torch.save(record, partial)
         os.replace(partial, path)
+
+
+def chain_checkpoint(folder, every: int, steps: int, *key, prefix: str = "chain") -> ChainCheckpoint | None:
+    """The chains' checkpoint in ``folder`` (None: no checkpoints), keyed to ``key``: the data and
+    every setting a chain's draws depend on."""
+    return None if folder is None else ChainCheckpoint(Path(folder), every, fingerprint(*key), steps, prefix)
+
+
+class CheckpointedChain:
+    """A chain's checkpoint bookkeeping, mixed into a sampler's ``MCMCKernel``. The kernel holds
+    ``checkpoint`` (None: none), ``_chain`` (its index), ``_t`` (the samples it has returned) and
+    ``thin`` (sweeps per sample), and gives ``_checkpoint_state`` (its state as tensors and numbers).
+    In ``setup`` it calls ``resumed``; in ``sample``, ``replayed`` first and, after a new sample,
+    ``recorded``; in ``cleanup``, ``ended``."""
+
+    checkpoint: ChainCheckpoint | None = None
+    thin = 1
+    _replayed = _saved_at = 0
+
+    def resumed(self):
+        """The saved state of this chain, with the generators set where it stopped; None: no file."""
+        saved = None if self.checkpoint is None else self.checkpoint.load(self._chain)
+        self._summaries = [] if saved is None else saved[1]
+        self._replayed = self._saved_at = len(self._summaries)
+        return None if saved is None else saved[0]
+
+    def replayed(self):
+        """The summary this sample returned before the stop (``_t`` counts it); None: sweep on."""
+        if self._t >= self._replayed:
+            return None
+        self._t += 1
+        return self._summaries[self._t - 1]
+
+    def recorded(self, summary) -> None:
+        """A new sample's ``summary`` (``_t`` counts it): kept, and the file written once ``every``
+        sweeps have passed since the last write (MCMC keeps the run's samples; a checkpoint needs its own)."""
+        if self.checkpoint is None:
+            return
+        self._summaries.append(summary)
+        if (self._t - self._saved_at) * self.thin >= self.checkpoint.every:
+            self._save()
+
+    def ended(self) -> None:
+        """The chain's end: its last sweeps written."""
+        if self.checkpoint is not None and self._t > self._saved_at:
+            self._save()
+
+    def _save(self) -> None:
+        self.checkpoint.save(self._chain, self._checkpoint_state(), self._summaries)
+        self._saved_at = self._t

@@ -36,7 +36,7 @@ from pyro.infer.mcmc.mcmc_kernel import MCMCKernel
 from torch.distributions import Gamma, Normal
 
 from bnpzoo.inference.coupled import gibbs, uncollapsed
-from bnpzoo.inference.checkpoint import ChainCheckpoint
+from bnpzoo.inference.checkpoint import ChainCheckpoint, CheckpointedChain
 from bnpzoo.models.coupled_dp import mixing_weights, model as coupled_model
 from bnpzoo.ops import clamp_probs
 
@@ -153,7 +153,7 @@ def subset_start(problem: gibbs.Problem) -> gibbs.GibbsState:
     return gibbs.with_tables(problem, state) if problem.documents is not None else state
 
 
-class CoupledGibbsKernel(MCMCKernel):
+class CoupledGibbsKernel(CheckpointedChain, MCMCKernel):
     """One chain of the sampler on ``problem``; ``thin``: sweeps per sample; ``state_dir``: a
     folder for the final states; ``checkpoint``: where chains save and resume."""
 
@@ -166,8 +166,7 @@ class CoupledGibbsKernel(MCMCKernel):
         self.model = None  # arviz.from_pyro reads it; None skips its observed-data group
         self.chain_states = []
         self.state = None
-        self._warmup_steps = self._t = self._chain = self._saved_at = 0
-        self._summaries, self._replayed = [], 0
+        self._warmup_steps = self._t = self._chain = 0
 
     def _initial_state(self) -> gibbs.GibbsState:
         """Latents from the prior (the program run without data) with the concentrations at their
@@ -203,13 +202,9 @@ class CoupledGibbsKernel(MCMCKernel):
 
     def setup(self, warmup_steps, *args, **kwargs):
         self._warmup_steps, self._t, self.problem = warmup_steps, 0, self._problem
-        saved = None if self.checkpoint is None else self.checkpoint.load(self._chain)
-        if saved is None:
-            self.state, self._summaries = self._initial_state(), []
-        else:
-            self.state, self._summaries = gibbs.GibbsState(**saved[0]), saved[1]
+        saved = self.resumed()
+        self.state = self._initial_state() if saved is None else gibbs.GibbsState(**saved)
         self.problem = gibbs.resized(self.problem, self.state)  # as it had grown (or its start grew it)
-        self._replayed = self._saved_at = len(self._summaries)
 
     @property
     def initial_params(self):
@@ -221,33 +216,28 @@ class CoupledGibbsKernel(MCMCKernel):
         self._chain = int(params.get("chain", 0))
 
     def sample(self, params):
-        if self._t < self._replayed:  # resumed: what the chain returned before it stopped
-            summary = self._summaries[self._t]
+        replayed = self.replayed()  # resumed: what the chain returned before it stopped
+        if replayed is not None:
+            return replayed
+        self.state = gibbs.sweep(self.problem, self.state, self.thin)
+        # MCMC drops what warm-up steps return: the summaries (about a fifth of a sweep's time on
+        # lee_background) and the topics' average are for kept samples only
+        if self._t < self._warmup_steps:
+            summary = params
+            # the truncation is not to bind: a full pool grows, looked at every GROW_EVERY sweeps
+            # (a chain's first sweeps spread its labels over every atom, data or not; a fixed
+            # schedule, so that a resumed chain grows where the uninterrupted one did)
+            if (self._t + 1) % GROW_EVERY == 0 and gibbs.pool_full(self.problem, self.state):
+                self.problem, self.state = gibbs.grown(self.problem, self.state)
         else:
-            self.state = gibbs.sweep(self.problem, self.state, self.thin)
-            # MCMC drops what warm-up steps return: the summaries (about a fifth of a sweep's time on
-            # lee_background) and the topics' average are for kept samples only
-            if self._t < self._warmup_steps:
-                summary = params
-                # the truncation is not to bind: a full pool grows, looked at every GROW_EVERY sweeps
-                # (a chain's first sweeps spread its labels over every atom, data or not; a fixed
-                # schedule, so that a resumed chain grows where the uninterrupted one did)
-                if (self._t + 1) % GROW_EVERY == 0 and gibbs.pool_full(self.problem, self.state):
-                    self.problem, self.state = gibbs.grown(self.problem, self.state)
-            else:
-                self.state = gibbs.average_topics(self.problem, self.state)
-                summary = self.summary(self.state)
-            if self.checkpoint is not None:  # MCMC keeps the run's samples; a checkpoint needs its own
-                self._summaries.append(summary)
+            self.state = gibbs.average_topics(self.problem, self.state)
+            summary = self.summary(self.state)
         self._t += 1
-        if self.checkpoint is not None and (self._t - self._saved_at) * self.thin >= self.checkpoint.every:
-            self._save()
+        self.recorded(summary)
         return summary
 
-    def _save(self):
-        state = {field.name: getattr(self.state, field.name) for field in dataclasses.fields(self.state)}
-        self.checkpoint.save(self._chain, state, self._summaries)
-        self._saved_at = self._t
+    def _checkpoint_state(self) -> dict:
+        return {field.name: getattr(self.state, field.name) for field in dataclasses.fields(self.state)}
 
     @property
     def warming_up(self) -> bool:
@@ -255,8 +245,7 @@ class CoupledGibbsKernel(MCMCKernel):
 
     def cleanup(self):
         if self.state is not None:
-            if self.checkpoint is not None and self._t > self._saved_at:
-                self._save()  # the chain's end
+            self.ended()
             self.chain_states.append(self.state)
             if self.state_dir is not None:
                 torch.save(self.state, Path(self.state_dir) / f"chain-{uuid.uuid4().hex}.pt")

@@ -50,7 +50,7 @@ from pathlib import Path
 import torch
 from pyro.infer.mcmc.mcmc_kernel import MCMCKernel
 
-from bnpzoo.inference.checkpoint import ChainCheckpoint
+from bnpzoo.inference.checkpoint import ChainCheckpoint, CheckpointedChain
 from bnpzoo.ops import softmax_
 from bnpzoo.inference.stick_mixture.split_merge import SplitMergeMove, Target, log_partition_prior
 
@@ -165,7 +165,7 @@ def init(target: Target, x: torch.Tensor) -> Partition:
     return partition(target, x, torch.zeros(x.shape[0], dtype=torch.long, device=x.device), 1)
 
 
-class StickMixtureKernel(MCMCKernel):
+class StickMixtureKernel(CheckpointedChain, MCMCKernel):
     """One chain over the partition of ``x`` (``Target``: the family, its prior, alpha, the discount);
     ``rows_term``: the family's rows' own terms (the log joint's constant); ``watched``: the rows whose
     labels every kept sweep records (the co-clustering); ``seed``: chain i seeds torch's generator with
@@ -176,8 +176,7 @@ class StickMixtureKernel(MCMCKernel):
     def __init__(self, target: Target, x: torch.Tensor, *, rows_term: float = 0.0, watched=None, seed=None,
                  state_dir=None, checkpoint: ChainCheckpoint | None = None):
         self.target, self.x, self.rows_term, self.seed, self.checkpoint = target, x, rows_term, seed, checkpoint
-        self._chain = self._replayed = self._saved_at = 0
-        self._summaries = []
+        self._chain = 0
         self.watched = torch.zeros(0, dtype=torch.long) if watched is None else watched
         self.state_dir = state_dir
         self.transforms = {}
@@ -192,15 +191,13 @@ class StickMixtureKernel(MCMCKernel):
             torch.manual_seed(self.seed + self._chain)
         self.partition, self.moves = init(self.target, self.x), SplitMergeMove(self.target, self.x)
         self._recorded, self._trace, self._seconds, self._started = [], [], [], time.perf_counter()
-        self._summaries = []
-        saved = None if self.checkpoint is None else self.checkpoint.load(self._chain)  # sets the generators
+        saved = self.resumed()  # sets the generators where the chain stopped
         if saved is not None:
-            self._resume(*saved)
-        self._replayed = self._saved_at = len(self._summaries)
+            self._resume(saved)
 
-    def _resume(self, state: dict, summaries: list) -> None:
-        """The chain where its checkpoint left it (``_saved``): its partition, adapted attempts, move
-        counts, records and the summaries it returned, which ``sample`` hands MCMC again."""
+    def _resume(self, state: dict) -> None:
+        """The chain where its checkpoint left it (``_checkpoint_state``): its partition, adapted
+        attempts, move counts and records."""
         device = self.x.device
         stats = {name: value.to(device) for name, value in state["stats"].items()}
         self.partition = Partition(state["labels"].to(device), stats, state["evidence"].to(device))
@@ -208,18 +205,13 @@ class StickMixtureKernel(MCMCKernel):
         self.moves.accepted, self.moves.tried = dict(state["accepted"]), dict(state["tried"])
         self._recorded, self._trace, self._seconds = list(state["recorded"]), list(state["trace"]), list(state["seconds"])
         self._started -= self._seconds[-1] if self._seconds else 0.0  # the chain's clock runs on
-        self._summaries = summaries
 
-    def _saved(self) -> dict:
+    def _checkpoint_state(self) -> dict:
         partition = self.partition
         return {"labels": partition.labels.cpu(), "stats": {name: value.cpu() for name, value in partition.stats.items()},
                 "evidence": partition.evidence.cpu(), "attempts": self._attempts, "climbing": self._climbing,
                 "accepted": dict(self.moves.accepted), "tried": dict(self.moves.tried), "recorded": self._recorded,
                 "trace": self._trace, "seconds": self._seconds}
-
-    def _save(self) -> None:
-        self.checkpoint.save(self._chain, self._saved(), self._summaries)
-        self._saved_at = self._t
 
     def summary(self) -> dict:
         counts = self.partition.stats["count"]
@@ -237,9 +229,9 @@ class StickMixtureKernel(MCMCKernel):
         self._chain = int(params.get("chain", 0))
 
     def sample(self, params):
-        if self._t < self._replayed:  # resumed: what the chain returned before it stopped
-            self._t += 1
-            return self._summaries[self._t - 1]
+        replayed = self.replayed()  # resumed: what the chain returned before it stopped
+        if replayed is not None:
+            return replayed
         if self._t < self._warmup_steps:  # warm-up adapts the attempts; the kept sweeps keep the last number
             self._attempts = max(MIN_ATTEMPTS, round(ATTEMPT_SHARE * (self.partition.k + 1)))
         climbing = self._climbing and self._t < CLIMB_SHARE * self._warmup_steps
@@ -250,17 +242,13 @@ class StickMixtureKernel(MCMCKernel):
         self._seconds.append(time.perf_counter() - self._started)
         if self._t > self._warmup_steps:
             self._recorded.append(self.partition.labels[self.watched.to(self.x.device)].cpu().to(torch.int32))
-        if self.checkpoint is not None:
-            self._summaries.append(summary)
-            if self._t - self._saved_at >= self.checkpoint.every:
-                self._save()
+        self.recorded(summary)
         return summary
 
     def cleanup(self):
         if self.partition is None:
             return
-        if self.checkpoint is not None and self._t > self._saved_at:
-            self._save()  # the chain's end
+        self.ended()
         chain = {"chain": self._chain, "labels": self.partition.labels.cpu(), "stats": {n: v.cpu() for n, v in self.partition.stats.items()},
                  "recorded": torch.stack(self._recorded) if self._recorded else torch.zeros(0, self.watched.numel()),
                  "trace": self._trace, "seconds": self._seconds, "accepted": dict(self.moves.accepted), "tried": dict(self.moves.tried)}
