@@ -56,15 +56,16 @@ class DPGMM(LearnedCovariance, StickMixture):
         "alpha": Interval(float, 0, low_open=True),
         "covariance": OneOf(*COVARIANCES, None),
         "scale": Scale(),
+        "base_measure": OneOf("learned", "fixed"),
         **COMMON_CONSTRAINTS,
         "sigma": Scale(),
     }
     _renamed = {"sigma": "scale"}
 
     def __init__(self, *, truncation=50, inference="vmm", alpha=1.0, covariance=None, scale=None, prior_precision=1.0,
-                 pruning_precision=None, split_moves=None, assignment=None, guide="map", max_iter=None, tol=1e-5,
-                 prune_threshold=1e-3, batch_size=None, learning_rate=None, n_init=3, device=None, dtype="float32",
-                 random_state=None, verbose=False, data_parallel=False, num_chains=None,
+                 base_measure="learned", pruning_precision=None, split_moves=None, assignment=None, guide="map",
+                 max_iter=None, tol=1e-5, prune_threshold=1e-3, batch_size=None, learning_rate=None, n_init=3,
+                 device=None, dtype="float32", random_state=None, verbose=False, data_parallel=False, num_chains=None,
                  warmup=None, checkpoint=None, checkpoint_every=50, sigma=None):
         self._store(locals())
 

@@ -34,7 +34,7 @@ from bnpzoo.base import FittedTensor, MixtureEstimator, as_numpy, offered_if, wa
 from bnpzoo.caller_state import keeps_caller_state
 from bnpzoo.diagnostics import arviz, mixing
 from bnpzoo.docstrings import undocumented
-from bnpzoo.families import ComponentPrior, TracedFamily, checked
+from bnpzoo.families import BaseMeasure, ComponentPrior, TracedFamily, checked
 from bnpzoo.inference import data_parallel
 from bnpzoo.inference.kmeans import kmeans, nearest_centres
 from bnpzoo.inference.svi import Schedule, memo_batch_size
@@ -91,7 +91,17 @@ COMMON_CONSTRAINTS = {
 SHARED_PARAMETERS = """
     prior_precision : lambda0; each mean has prior N(mean of X, std^2 / lambda0) per feature, and
         its fitted value is pulled a fraction lambda0 / (N_k + lambda0) toward the data mean. The
-        default 1 is a vague prior (as scikit-learn's mean_precision_prior).
+        default 1 is a vague prior (as scikit-learn's mean_precision_prior). With a learned base
+        measure, the most lambda0 may learn.
+    base_measure : "learned" (default) or "fixed": with a learned spread (covariance "full", "diag",
+        "spherical"), vmm learns the clusters' prior with the clusters, lambda0 (up to
+        ``prior_precision``) and the spread guess Sigma0, by type-II maximum likelihood inside the
+        bound (``families.base_measure``), from two starts whose better bound it keeps; the other
+        learners take the prior vmm learns on their start's sample, the sampler vmm's on the data.
+        "fixed": lambda0 = ``prior_precision`` and Sigma0 the data's covariance over 4 throughout.
+        The fitted prior is ``prior_precision_`` and ``prior_covariance_``. On 2-D mixtures of 10 to
+        50 clusters the fixed prior kept about half of them, the learned one nearly all
+        (``benchmarks/reports/many_clusters.md``).
     pruning_precision : the learners' pruning phase (``inference.stick_mixture.vmm``): they first run to
         convergence (SVI: at most max_iter / 2 steps, or max_iter on the conjugate factors, where every
         record of the phase takes its optimum) with this stronger prior, under which the
@@ -177,6 +187,9 @@ FITTED_ATTRIBUTES = """
     means_ : (K' x D) the clusters' means (DPBMM: their probabilities of a 1), K' the clusters kept.
     covariances_ : the clusters' covariances at the fitted precisions, in scikit-learn's shapes: (K', D,
         D) full, (K', D) diag and fixed, (K',) spherical (DPBMM: the variances mu (1 - mu)).
+    prior_precision_, prior_covariance_ : the clusters' prior the fit ended with: lambda0, the means'
+        pseudo-samples, and Sigma0, the spread a cluster is expected to have (learned with
+        ``base_measure="learned"``; the fixed scale's diag(std^2) on a fixed scale).
     components_ : the learned spreads as the family holds them (a dict of tensors, one row per cluster:
         the Normal-Wishart's or Normal-Gamma's fitted precision factors); {} on a fixed scale.
     covariance_type_ : the component family the fit used ("full", "diag", "spherical" or "fixed"), the
@@ -218,7 +231,7 @@ FITTED_ATTRIBUTES = """
     tensors_ : the tensors behind the fitted arrays, on the fit's device (``tensors_["means_"]``, ...);
         the attributes themselves are numpy arrays, as scikit-learn's.
 """
-FITTED = ("means_", "components_", "sticks_", "weights_", "n_clusters_", "scale_", "elbo_trace_", "phase_starts_",
+FITTED = ("means_", "components_", "prior_precision_", "prior_covariance_", "sticks_", "weights_", "n_clusters_", "scale_", "elbo_trace_", "phase_starts_",
           "converged_", "n_iter_", "counts_", "n_features_in_", "fit_seconds_", "mean_scale_", "stick_concentration_",
           "elbo_seconds_", "labels_", "samples_", "coclustering_", "coclustering_rows_", "acceptance_", "rhat_")
 
@@ -235,6 +248,8 @@ class StickMixture(MixtureEstimator):
     # the fitted parameters: numpy arrays to the caller, tensors on the fit's device in ``tensors_``
     means_, weights_, sticks_, counts_ = FittedTensor(), FittedTensor(), FittedTensor(), FittedTensor()
     scale_, mean_scale_, stick_concentration_ = FittedTensor(), FittedTensor(), FittedTensor()
+    prior_covariance_ = FittedTensor(None, has_default=True)  # None in files saved before it
+    prior_precision_ = None
     components_ = FittedTensor({}, has_default=True)  # files saved before the learned spreads hold none
     # the sampler's (``_record_chains``); None for the other learners and in files saved before it
     samples_ = coclustering_ = coclustering_rows_ = acceptance_ = rhat_ = None
@@ -262,15 +277,17 @@ class StickMixture(MixtureEstimator):
         """The record of ``inference`` (``inference.stick_mixture.learners``)."""
         return learner(self.inference)
 
-    def _fit_batch(self, x, family, start) -> FitOutcome:
-        """vmm's fit: every row at its nearest K-means centre, then the closed-form passes."""
+    def _fit_batch(self, x, family, start, max_iter=None) -> FitOutcome:
+        """vmm's fit: every row at its nearest K-means centre, then the closed-form passes (at most
+        ``max_iter``; None: the estimator's)."""
         init_means, labels, self.scale_, prior_mean, _ = self._start(x, self._start_sample(x, KMEANS_SAMPLE),
                                                                      label_all=True)
         prior = self._component_prior(x, prior_mean, self._fitted("scale_"))
-        fit = fit_vmm(x, labels, init_means.shape[0], family=family, prior=prior, **self._vmm_settings(family),
+        settings = dict(self._vmm_settings(family), **({} if max_iter is None else {"max_iter": max_iter}))
+        fit = fit_vmm(x, labels, init_means.shape[0], family=family, prior=prior, **settings,
                       batch_size=self.batch_size or VMM_BATCH, verbose=self.verbose, clock_start=start)
         return FitOutcome(fit.point, fit.sticks, None, fit.objective_trace, fit.seconds, fit.n_iter, fit.converged,
-                          fit.phase_starts)
+                          fit.phase_starts, prior=fit.prior)
 
     def _fit_sampler(self, x, family, start) -> FitOutcome:
         """gibbs: chains of the split-merge sampler from one cluster (``inference.stick_mixture.sampler``),
@@ -278,6 +295,8 @@ class StickMixture(MixtureEstimator):
         clusters are the last partition of the chain that ends highest."""
         _, _, self.scale_, prior_mean, _ = self._start(x, self._start_sample(x, KMEANS_SAMPLE))
         prior = self._component_prior(x, prior_mean, self._fitted("scale_"))
+        if self._learns_base_measure(family):  # empirical Bayes: the prior vmm learns on the data
+            prior = self._fit_batch(x, family, start, max_iter=learner("vmm").iterations or 500).prior
         scaled = x / x.std(0).clamp_min(torch.finfo(x.dtype).tiny)  # the split templates' units
         target = Target(family, prior, scaled=scaled, **self._stick_prior())
         watched = torch.randperm(x.shape[0])[:COCLUSTERED_ROWS].sort().values
@@ -295,7 +314,7 @@ class StickMixture(MixtureEstimator):
         shares = (stats["count"] - stick["discount"]) / (x.shape[0] + stick["alpha"])  # E[pi_k | partition]
         weights = torch.cat([shares, 1 - shares.sum(0, keepdim=True)]).to(x.dtype)
         return FitOutcome(point, weights_to_sticks(weights)[: order.numel() - 1], None, best["trace"], best["seconds"],
-                          len(best["trace"]), unmixed is None, unconverged=unmixed)
+                          len(best["trace"]), unmixed is None, unconverged=unmixed, prior=prior)
 
     def _checkpoint(self, target, x, watched):
         """The chains' checkpoint folder, keyed to the data and every setting a chain's draws depend on."""
@@ -332,7 +351,16 @@ class StickMixture(MixtureEstimator):
         return dict(hard=self._hard_assignments(), pruning_precision=self._pruning_precision(),
                     max_iter=self._iterations(), tol=self.tol, prune_threshold=self.prune_threshold,
                     split_moves=self.split_moves is not False, merge_moves=family.capabilities.moves,
-                    **self._stick_prior())
+                    base_measure=self._base_measure(), **self._stick_prior())
+
+    def _base_measure(self):
+        """How vmm learns the clusters' prior (``families.BaseMeasure``), or None where it holds it."""
+        if getattr(self, "base_measure", "fixed") != "learned":  # MixtureSVI's programs hold their own
+            return None
+        return BaseMeasure(most_precision=self.prior_precision)
+
+    def _learns_base_measure(self, family) -> bool:
+        return self._base_measure() is not None and family.capabilities.base_measure
 
     def _fit_stochastic(self, x, start, max_iter=None, stream=False) -> FitOutcome:
         """An SVI learner's fit (or, with ``stream``, one batch of a stream, resuming the session)."""
@@ -340,7 +368,7 @@ class StickMixture(MixtureEstimator):
             self._session = None
         run = self._run_session(x, self._iterations() if max_iter is None else max_iter, start, stream=stream)
         return FitOutcome(*self._session.estimates, run.elbo_trace, run.seconds, run.n_iter, run.converged,
-                          list(self._session.phase_starts))
+                          list(self._session.phase_starts), prior=self._session.component_prior)
 
     def _why_no_partial_fit(self):
         if not self._learner().streams:
@@ -600,8 +628,11 @@ class StickMixture(MixtureEstimator):
         k, share = init_means.shape[0], float(n) / labels.numel()
         prior = self._component_prior(x, prior_mean, std)
         stats = None
-        if fitted:  # vmm's fit of the sample: its clusters, their statistics
-            stats = self._sample_fit(sample, labels, k, prior)
+        if fitted or natural and self._learns_base_measure(self._family()):
+            # vmm's fit of the sample: its clusters' statistics, and the prior it learned
+            fitted_stats, prior = self._sample_fit(sample, labels, k, prior)
+        if fitted:
+            stats = fitted_stats
             init_means = self._family().point(self._family().natural(stats, prior), prior)["means"]
         elif natural:  # the K-means clusters' statistics
             stats = self._family().label_statistics(sample, labels, k, prior)
@@ -610,18 +641,20 @@ class StickMixture(MixtureEstimator):
         init_stats = None if stats is None else {name: share * value[order] for name, value in stats.items()}
         return Start(init_means[order], counts[order], init_stats, fitted=fitted), std, prior_mean, prior
 
-    def _sample_fit(self, sample, labels, k: int, prior) -> dict:
-        """The statistics of vmm's fit of ``sample`` from ``labels``, its clusters only."""
+    def _sample_fit(self, sample, labels, k: int, prior) -> tuple:
+        """The statistics of vmm's fit of ``sample`` from ``labels`` (its clusters only), and its prior
+        (learned, with a learned base measure)."""
         family = self._family()
         fit = fit_vmm(sample, labels, k, family=family, prior=prior, **self._vmm_settings(family))
         scored = torch.zeros(sample.shape[0], dtype=torch.long, device=sample.device)  # labels the value would score
-        return expectation(sample, family, prior, (fit.q, fit.point, fit.sticks), self._hard_assignments(),
-                           scored)[1].stats
+        return expectation(sample, family, fit.prior, (fit.q, fit.point, fit.sticks), self._hard_assignments(),
+                           scored)[1].stats, fit.prior
 
     def _new_session(self, start: Start, std, prior_mean, component_prior=None, truncation=None) -> StochasticSession:
         """``truncation``: the clusters births may open (None: the start's; no moves)."""
         grows = truncation is not None
-        prior = dict(std=std, prior_mean=prior_mean, prior_precision=self.prior_precision, **self._stick_prior())
+        precision = self.prior_precision if component_prior is None else component_prior.mean_precision
+        prior = dict(std=std, prior_mean=prior_mean, prior_precision=precision, **self._stick_prior())
         program = Program(self._program(), self._program_kwargs(std, prior_mean), self._log_prior)
         # the pruning phase's steps: half the fit's, all of them with moves (its record converges in
         # about as many evaluations as vmm's phase in iterations, then it stops)
@@ -667,6 +700,9 @@ class StickMixture(MixtureEstimator):
 
     def _record(self, x, outcome: FitOutcome, start):
         self.n_features_in_ = x.shape[1]
+        prior = outcome.prior
+        self.prior_precision_ = self._prior_precision() if prior is None else prior.mean_precision
+        self.prior_covariance_ = None if prior is None else prior.covariance
         self._finalise(x, outcome.point, outcome.sticks, outcome.scale)
         self.elbo_trace_, self.elbo_seconds_ = [float(v) for v in outcome.trace], [float(v) for v in outcome.seconds]
         self.phase_starts_ = list(outcome.phase_starts)
@@ -709,7 +745,7 @@ class StickMixture(MixtureEstimator):
         # the Laplace approximation at the point estimate, precision N_k I + lambda0 / std^2 per
         # feature (the conjugate factor N(mean_k, std^2 / (N_k + lambda0)) for the Gaussian), and
         # the sticks' conjugate factors q(v_k) = Beta(a_k + N_k, b_k + N_{>k})
-        laplace = family.mean_scale(self._point(), counts, self._prior_precision())
+        laplace = family.mean_scale(self._point(), counts, self.prior_precision_)
         self.mean_scale_ = scale[keep] if scale is not None else laplace
         self.stick_concentration_ = torch.stack(conjugate_sticks(counts, **self._stick_prior()))
 

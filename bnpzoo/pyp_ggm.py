@@ -70,13 +70,14 @@ class PYPGGM(LearnedCovariance, StickMixture):
         "discount": Interval(float, 0, 1, high_open=True),
         "alpha": Interval(float),
         "scale": Scale(),
+        "base_measure": OneOf("learned", "fixed"),
         **COMMON_CONSTRAINTS,
     }
 
     def __init__(self, *, truncation=50, inference="svmm", likelihood="gaussian", rho=None, covariance=None,
-                 discount=0.0, alpha=1.0, scale=None, prior_precision=1.0, pruning_precision=None, split_moves=None,
-                 assignment=None, guide="map", max_iter=None, tol=1e-5, prune_threshold=1e-3, batch_size=None,
-                 learning_rate=None, n_init=3, device=None, dtype="float32", random_state=None, verbose=False,
+                 discount=0.0, alpha=1.0, scale=None, prior_precision=1.0, base_measure="learned",
+                 pruning_precision=None, split_moves=None, assignment=None, guide="map", max_iter=None, tol=1e-5,
+                 prune_threshold=1e-3, batch_size=None, learning_rate=None, n_init=3, device=None, dtype="float32", random_state=None, verbose=False,
                  data_parallel=False, num_chains=None, warmup=None,
                  checkpoint=None, checkpoint_every=50):
         self._store(locals())

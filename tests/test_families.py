@@ -185,17 +185,19 @@ def _drawn_from_the_program(covariance, seed, n=2400, d=3):
 @pytest.mark.parametrize("covariance", LEARNED)
 def test_recovers_clusters_and_covariances_drawn_from_the_program(covariance, random_state):
     """Four clusters of about 600 rows: all found, each fitted covariance equal to the conjugate
-    posterior's given the true assignments (to 2%), and within the truth's sampling error plus the
-    prior's known pull: a variance's relative sampling error is sqrt(2 / 600) = 0.06, so 0.25 is
-    about four standard errors, and the prior adds (nu0 Sigma0 + kappa0 N / (kappa0 + N) (xbar -
-    m0)(xbar - m0)^T) / (nu0 + N) (m0 the data mean: far clusters are widened most)."""
+    posterior's given the true assignments (to 2%) under the prior the fit learned (``prior_precision_``,
+    ``prior_covariance_``), and within the truth's sampling error plus the prior's known pull: a
+    variance's relative sampling error is sqrt(2 / 600) = 0.06, so 0.25 is about four standard errors,
+    and the prior adds (nu0 Sigma0 + kappa0 N / (kappa0 + N) (xbar - m0)(xbar - m0)^T) / (nu0 + N) (m0
+    the data mean: far clusters are widened most)."""
     for seed in range(2):
         x, z, covariances = _drawn_from_the_program(covariance, seed)
         est = DPGMM(covariance=covariance, truncation=20, random_state=random_state + seed).fit(x)
         labels = est.predict(x)
         assert est.n_clusters_ == 4 and nmi(z, labels) > 0.99
         xt = torch.as_tensor(x, dtype=torch.float64)
-        prior = est._component_prior(xt, xt.mean(0), torch.ones(3, dtype=torch.float64))
+        prior = ComponentPrior(xt.mean(0), est.prior_precision_, torch.as_tensor(est.prior_covariance_).double(),
+                               dof=3.0)
         family = gaussian_family(covariance)
         for k in range(4):
             fitted = torch.as_tensor(est.covariances_[np.bincount(labels[z == k]).argmax()], dtype=torch.float64)
@@ -203,7 +205,8 @@ def test_recovers_clusters_and_covariances_drawn_from_the_program(covariance, ra
             posterior = family.covariances(family.point(family.natural(stats, prior), prior))[0].double()
             assert torch.linalg.norm(fitted - posterior) < 0.02 * torch.linalg.norm(posterior)
             n_k, offset = stats["count"][0], stats["sum"][0] / stats["count"][0]
-            pull = prior.dof * prior.covariance + n_k / (1 + n_k) * torch.outer(offset, offset)
+            kappa0 = prior.mean_precision
+            pull = prior.dof * prior.covariance + kappa0 * n_k / (kappa0 + n_k) * torch.outer(offset, offset)
             if covariance != "full":
                 pull = pull.diagonal()
             if covariance == "spherical":

@@ -216,11 +216,12 @@ def test_recovers_six_clusters_drawn_from_the_model(model_draw, inference, rando
     est = DPGMM(truncation=20, inference=inference, tol=1e-7, random_state=random_state).fit(X)
     assert est.n_clusters_ == 6
     assert nmi(z, est.predict(X)) > 0.99
-    # the fitted means are the posterior mode given the true assignments under the model's prior
-    # (lambda0 = 1: the pruning phase's stronger prior is gone) ...
+    # the fitted means are the posterior mode given the true assignments under the prior the fit
+    # learned (``prior_precision_``, lambda0; the pruning phase's stronger prior is gone) ...
     counts = np.bincount(z, minlength=6)[:, None]
     sums = np.stack([X[z == k].sum(0) for k in range(6)])
-    mode = (sums + 1.0 * X.mean(0)) / (counts + 1.0)
+    kappa0 = est.prior_precision_
+    mode = (sums + kappa0 * X.mean(0)) / (counts + kappa0)
     assert match_means(mode, est.means_) < 0.02
     # ... which lies within the sampling error of the generating means (200 samples a cluster)
     assert match_means(means, est.means_) < 0.25
@@ -334,22 +335,28 @@ def test_births_are_proposed_again_only_once_the_clusters_holding_rows_change(mo
     (under half a row) do not start another round: only a change in the clusters that hold rows does."""
     import bnpzoo.inference.stick_mixture.vmm as vmm
 
-    rounds, propose = [], vmm.propose_births
+    starts, propose, start = [], vmm.propose_births, vmm._fit_from
 
     def recorded(x, assignments, *args, **kwargs):
         born = propose(x, assignments, *args, **kwargs)
-        rounds.append((int((assignments.counts >= vmm.HOLDS_ROWS).sum()), born is None))
+        starts[-1].append((int((assignments.counts >= vmm.HOLDS_ROWS).sum()), born is None))
         return born
 
+    def started(*args, **kwargs):  # each of the fit's starts (the base measure's schedules) on its own
+        starts.append([])
+        return start(*args, **kwargs)
+
     monkeypatch.setattr(vmm, "propose_births", recorded)
+    monkeypatch.setattr(vmm, "_fit_from", started)
     rng = np.random.default_rng(103)  # 10 clusters in 16-D with random covariances
     sizes = rng.multinomial(5000, rng.dirichlet(np.full(10, 2.0)))
     x = np.concatenate([rng.normal(0, 3, 16) + rng.normal(size=(m, 16)) @ (np.linalg.qr(rng.normal(size=(16, 16)))[0]
                         * np.exp(rng.uniform(np.log(0.2), np.log(2.0), 16))).T for m in sizes]).astype(np.float32)
     DPGMM(random_state=3).fit(x)
-    assert rounds
-    for (live, kept_none), (next_live, _) in zip(rounds, rounds[1:]):
-        assert not kept_none or next_live != live
+    assert any(starts)
+    for rounds in starts:
+        for (live, kept_none), (next_live, _) in zip(rounds, rounds[1:]):
+            assert not kept_none or next_live != live
 
 
 def test_a_division_whose_rest_is_no_statistic_of_rows_is_not_proposed():

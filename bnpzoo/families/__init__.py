@@ -24,6 +24,7 @@ family                         ``covariance``      learned per cluster
 """
 
 from bnpzoo.families.base import ComponentPrior, ConjugateFamily
+from bnpzoo.families.base_measure import BaseMeasure
 from bnpzoo.families.contract import Capabilities, ComponentFamily, checked
 from bnpzoo.families.beta_bernoulli import BetaBernoulliFamily
 from bnpzoo.families.generalized_gaussian import GeneralizedGaussianFamily
@@ -41,6 +42,6 @@ def gaussian_family(covariance: str):
             "fixed": lambda: GeneralizedGaussianFamily(2.0)}[covariance]()
 
 
-__all__ = ["BetaBernoulliFamily", "COVARIANCES", "Capabilities", "ComponentFamily", "ComponentPrior",
+__all__ = ["BaseMeasure", "BetaBernoulliFamily", "COVARIANCES", "Capabilities", "ComponentFamily", "ComponentPrior",
            "ConjugateFamily", "GeneralizedGaussianFamily", "LearnedScaleFamily", "NormalGammaFamily",
            "NormalWishartFamily", "TracedFamily", "checked", "gaussian_family"]

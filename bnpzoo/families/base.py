@@ -66,7 +66,8 @@ class ConjugateFamily:
     name = "conjugate"
     # each cluster's spread is learned (its point estimate beside the mean), and merges close what
     # K-means split (``families.contract``)
-    capabilities = Capabilities(frozenset({"vmm", "natural", "evidence"}), moves=True, spread_prior=True)
+    capabilities = Capabilities(frozenset({"vmm", "natural", "evidence"}), moves=True, spread_prior=True,
+                                base_measure=True)
     # kappa0 of the learners' pruning phase (``inference.stick_mixture.vmm``): none for a learned spread, whose
     # merge moves close the clusters K-means split off (on three blobs of 200 rows a phase at 20 left
     # a fourth cluster of 2 outlying rows, at a bound 3 nats lower than without it)

@@ -15,6 +15,8 @@ A family's capabilities, each a decision the learners take from it:
     spread_prior  the prior's Sigma0 is a guess of the clusters' own spreads, which the fit learns
                   (the data's covariance over 4 by default, ``StickMixture._component_prior``); False:
                   it is the fixed component scale itself, or the family has no spread
+    base_measure  the prior's kappa0 and Sigma0 are learned with the clusters (``families.base_measure``,
+                  type-II maximum likelihood in the bound): the family gives ``base_measure_moments``
     soft          the learners' default assignments: responsibilities (True) or MAP ones (False);
                   None, soft exactly where the family has moves (hard VB cuts overlapping clusters
                   apart; the fixed scale keeps the papers' MAP assignments)
@@ -35,6 +37,7 @@ class Capabilities:
     closed_forms: frozenset = frozenset()
     moves: bool = False
     spread_prior: bool = False
+    base_measure: bool = False
     soft: bool | None = None
 
     @property
@@ -97,6 +100,12 @@ class SampledComponents(ConjugateComponents, Protocol):
     def point_of_sites(self, sites, prior) -> dict: ...
 
 
+class LearnedBaseMeasure(ConjugateComponents, Protocol):
+    """What ``base_measure`` adds: the clusters' moments the base measure's update takes."""
+
+    def base_measure_moments(self, q) -> tuple: ...
+
+
 def _members(protocol) -> set:
     """The names a Protocol and the protocols it extends declare."""
     return {name for cls in protocol.__mro__ if getattr(cls, "_is_protocol", False) and cls is not Protocol
@@ -105,7 +114,7 @@ def _members(protocol) -> set:
 
 REQUIRED = {"base": _members(ComponentFamily), "vmm": _members(ConjugateComponents),
             "natural": _members(ConjugateComponents), "fisher": set(), "moves": _members(MovingComponents),
-            "evidence": _members(SampledComponents)}
+            "evidence": _members(SampledComponents), "base_measure": _members(LearnedBaseMeasure)}
 
 
 def checked(family):
@@ -114,7 +123,8 @@ def checked(family):
     unknown = capabilities.closed_forms - CLOSED_FORMS
     if unknown:
         raise TypeError(f"the {family.name} family claims unknown closed forms {sorted(unknown)}")
-    promised = {"base", *capabilities.closed_forms, *(("moves",) if capabilities.moves else ())}
+    promised = {"base", *capabilities.closed_forms, *(("moves",) if capabilities.moves else ()),
+                *(("base_measure",) if capabilities.base_measure else ())}
     missing = sorted(set().union(*(REQUIRED[what] for what in promised)) - set(dir(family)))
     if missing:
         raise TypeError(f"the {family.name} family lacks {', '.join(missing)}, which its capabilities "

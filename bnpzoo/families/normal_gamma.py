@@ -85,6 +85,15 @@ class NormalGammaFamily(ConjugateFamily):
         dtype = prior.mean.dtype
         return {"means": means.to(dtype), "precisions": (shape / rate).expand_as(means).to(dtype)}
 
+    def base_measure_moments(self, q: dict) -> tuple:
+        """E[tau_kd] = a_k / b_kd (K, D; pooled, one value a cluster across its features) and E_q[sum_d
+        tau_kd (mu_kd - m0_d)^2] = D / kappa_k + sum_d E[tau_kd] m_kd^2 (K,), m_k centred
+        (``families.base_measure``)."""
+        shape, rate = self._gamma(q)
+        m = q["weighted"] / q["kappa"][:, None]
+        precisions = (shape / rate).expand_as(m)
+        return precisions, m.shape[1] / q["kappa"] + (precisions * m**2).sum(1)
+
     def sample_factor(self, q: dict, prior: ComponentPrior) -> None:
         """precision ~ Gamma(a_k, b_k) (one per cluster pooled, else per feature), mu_kd ~ N(m_kd,
         1 / (kappa_k tau_kd))."""

@@ -117,6 +117,14 @@ class NormalWishartFamily(ConjugateFamily):
         dtype = prior.mean.dtype
         return {"means": means.to(dtype), "precision_factor": factor.to(dtype)}
 
+    def base_measure_moments(self, q: dict) -> tuple:
+        """E[Lambda_k] = nu_k W_k (K, D, D) and E_q[(mu_k - m0)^T Lambda_k (mu_k - m0)] = D / kappa_k + m_k^T
+        E[Lambda_k] m_k (K,), m_k centred (``families.base_measure``)."""
+        precisions = torch.cholesky_inverse(self._inverse_scale_factor(q)) * q["dof"][:, None, None]
+        m = q["weighted"] / q["kappa"][:, None]
+        spread = (m[:, None, :] @ precisions @ m[:, :, None])[:, 0, 0]
+        return precisions, m.shape[1] / q["kappa"] + spread
+
     def sample_factor(self, q: dict, prior: ComponentPrior) -> None:
         """precision_k ~ Wishart(nu_k, W_k), mu_k ~ N(m_k, (kappa_k precision_k)^-1), in q's precision
         (float64 from the statistics: torch's Bartlett draws at nu in the thousands are singular in

@@ -40,6 +40,7 @@ class FitOutcome:
     converged: bool = False
     phase_starts: list = field(default_factory=lambda: [0])
     unconverged: str | None = None  # the warning's words when not converged (None: max_iter's)
+    prior: object = None  # the component prior the fit ended with, where it learned it (``families.base_measure``)
 
 
 class _Checks:

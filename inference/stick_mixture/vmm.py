@@ -96,6 +96,7 @@ from typing import NamedTuple
 
 import torch
 
+from bnpzoo.families.base_measure import BaseMeasure, learned_prior
 from bnpzoo.inference.kmeans import kmeans, nearest_centres
 from bnpzoo.inference.stick_mixture.mean_factors import means_kl
 from bnpzoo.inference.stick_mixture.sticks import reorder_and_prune, stick_log_prior, update_sticks
@@ -119,6 +120,7 @@ class StickMixtureFit:
     clock_start: float = 0.0  # a time.perf_counter() value
     n_iter: int = 0
     converged: bool = False
+    prior: object = None  # the last phase's prior, as the fit learned it (``families.base_measure``)
 
     @property
     def means(self) -> torch.Tensor:
@@ -563,6 +565,7 @@ class VMMSettings:
     guard: bool = True
     verbose: bool = False
     clock_start: float | None = None
+    base_measure: BaseMeasure | None = None  # None: the prior as given throughout
 
     @property
     def sticks_prior(self) -> dict:
@@ -589,26 +592,45 @@ def fit_vmm(x: torch.Tensor, init_labels: torch.Tensor, n_clusters: int, *, fami
     batches of that many consecutive rows and re-estimates q after each, and the objective is the
     memoized bound of the statistics (the same number, as the family's ``rows_term`` completes it).
     ``fit.seconds`` count from ``clock_start`` (a ``time.perf_counter()`` value; default: this call).
+    ``base_measure`` (a ``families.BaseMeasure``, for a family with that capability): the last phase
+    learns the prior's kappa0 and Sigma0 with the clusters, from two starts on the same labels (its
+    ``schedules``); the fit of the higher bound is returned (its trace, iterations and learned
+    ``prior``), as the evidence chooses between two local optima.
     """
     settings = VMMSettings(**settings)
+    clock = time.perf_counter() if settings.clock_start is None else settings.clock_start
+    learns = settings.base_measure is not None and family.capabilities.base_measure
+    schedules = settings.base_measure.schedules() if learns else (None,)
     phases = [prior]
     if settings.pruning_precision is not None and settings.pruning_precision > prior.mean_precision:
         phases.insert(0, prior.with_mean_precision(settings.pruning_precision))
-    assignments = Assignments.from_labels(x, init_labels, n_clusters, family, prior, settings.hard)
-    clock = time.perf_counter() if settings.clock_start is None else settings.clock_start
-    fit = StickMixtureFit(q={}, point={}, sticks=x.new_empty(0), clock_start=clock)
-    bar = tqdm(total=settings.max_iter * len(phases), disable=not settings.verbose, desc="vmm", unit="it")
+    bar = tqdm(total=settings.max_iter * len(phases) * len(schedules), disable=not settings.verbose, desc="vmm",
+               unit="it")
+    start = Assignments.from_labels(x, init_labels, n_clusters, family, phases[-1], settings.hard)
+    fits = [_fit_from(x, start, family, phases, settings, schedule,
+                      StickMixtureFit(q={}, point={}, sticks=x.new_empty(0), clock_start=clock), bar)
+            for schedule in schedules]
+    finish(bar)
+    return max(fits, key=lambda fit: fit.objective_trace[-1])  # the start whose bound ends highest
+
+
+def _fit_from(x, assignments: Assignments, family, phases: list, settings: VMMSettings, schedule,
+              fit: StickMixtureFit, bar) -> StickMixtureFit:
+    """One start of ``fit_vmm`` into ``fit``: its phases from the K-means start's ``assignments``, the
+    base measure learned by ``schedule`` (None: held)."""
+    n_clusters = assignments.counts.numel()
     batches, size = None, settings.batch_size
     if size is not None and size < x.shape[0]:
         batches = [slice(start, min(start + size, x.shape[0])) for start in range(0, x.shape[0], size)]
-    rows_term = family.rows_term(x, prior)
+    rows_term = family.rows_term(x, phases[-1])
     for phase, phase_prior in enumerate(phases):
         fit.phase_starts.append(len(fit.objective_trace))
         terms = MemoizedTerms(family, phase_prior, settings.sticks_prior, n_clusters)
         last = phase == len(phases) - 1
-        run = _Phase(x, terms, settings, splits=settings.split_moves and last, batches=batches, rows_term=rows_term)
+        run = _Phase(x, terms, settings, splits=settings.split_moves and last, batches=batches, rows_term=rows_term,
+                     base_measure=schedule if last else None)
         assignments, fit.converged = run.iterate(assignments, fit, bar)
-    finish(bar)
+        fit.prior = run.prior
     return fit
 
 
@@ -626,8 +648,10 @@ class _Phase:
     ``rows_term``; ``splits``: births and the collapse in this phase."""
 
     def __init__(self, x, terms: MemoizedTerms, settings: VMMSettings, *, splits: bool, batches=None,
-                 rows_term=0.0):
+                 rows_term=0.0, base_measure: BaseMeasure | None = None):
         self.x, self.terms, self.settings, self.splits = x, terms, settings, splits
+        self.base_measure = base_measure  # None: the prior held
+        self.learns_spread = base_measure is not None and base_measure.spread_from_start
         self.family, self.prior, self.batches, self.rows_term = terms.family, terms.prior, batches, rows_term
         self.trace = []
         self.births_due = True  # until a round of births keeps none, and again once the live clusters change
@@ -663,6 +687,15 @@ class _Phase:
             previous, assignments = objective, new
         return None
 
+    def learn_prior(self, q) -> None:
+        """The base measure's step (``families.base_measure``): the prior that maximises the bound given
+        the clusters' factors ``q``, for the next steps and the moves' scores."""
+        if self.base_measure is None:
+            return
+        self.prior = learned_prior(self.family.base_measure_moments(q), self.prior, self.base_measure.most_precision,
+                                   self.learns_spread)
+        self.terms = replace(self.terms, prior=self.prior)
+
     def reorganise(self, assignments):  # step 2's order and pruning
         sticks_prior = self.settings.sticks_prior
         return reorder_and_prune(assignments.counts, sticks_prior["alpha"], self.settings.prune_threshold,
@@ -682,6 +715,7 @@ class _Phase:
             else:
                 assignments = assignments.select(keep)
             fit.q, fit.point, fit.sticks = estimates
+            self.learn_prior(fit.q)
             trace.append(value)
             fit.objective_trace.append(value)
             fit.seconds.append(time.perf_counter() - fit.clock_start)
@@ -696,6 +730,8 @@ class _Phase:
             else:
                 converged = len(trace) > 1 and abs(value - trace[-2]) <= settings.tol * abs(trace[-2])
             assignments, converged = self.moves(new, converged, estimates, it, seconds)
+            if converged and self.base_measure is not None and not self.learns_spread:
+                self.learns_spread, converged = True, False  # settled under the guess: now learn Sigma0 too
             bar.update(1)
             bar.set_postfix({"k": k, "objective": f"{value:.4g}", **{part: f"{s:.2f}s" for part, s in seconds.items()}})
             if converged:
