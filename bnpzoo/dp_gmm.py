@@ -46,7 +46,8 @@ class DPGMM(LearnedCovariance, StickMixture):
         prior without merging well-separated clusters, and features in large units from drowning
         the others. With a learned covariance, the prior's guess of a cluster's spread (Sigma0 =
         diag(scale^2), worth D samples); by default the data's covariance over 4
-        (``StickMixture._component_prior``, ``benchmarks/reports/priors.md``). The name of
+        (``StickMixture._component_prior``, ``benchmarks/reports/priors.md``); the guess a learned base
+        measure starts from (``base_measure="fixed"`` holds it). The name of
         ``PYPGGM`` and of the fitted ``scale_``.
     sigma : the old name of ``scale`` (a FutureWarning; removed in the next release).
     """

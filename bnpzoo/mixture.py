@@ -464,8 +464,9 @@ class StickMixture(MixtureEstimator):
     def _component_prior(self, x, prior_mean, std) -> ComponentPrior:
         """The clusters' prior: locations centred on the data's mean with ``prior_precision``
         pseudo-samples. The fixed family's spread is diag(std^2), the scale of the module docstring.
-        A learned spread's prior guess Sigma0 (E[Lambda_k] = Sigma0^-1) is the data's covariance
-        over ``SPREAD_SHRINK`` = 4 (half its spread along every axis; a scale the user gave is taken
+        A learned spread's prior guess Sigma0 (E[Lambda_k] = Sigma0^-1; with a learned base measure,
+        where the fit starts from, ``families.base_measure``) is the data's covariance over
+        ``SPREAD_SHRINK`` = 4 (half its spread along every axis; a scale the user gave is taken
         as it is, diag(std^2)), worth D samples (the least degrees of freedom of a proper Wishart).
         The data's covariance holds the spread between the clusters too: taken whole, as before,
         it made a cluster a priori as broad as the data, and the bound then ranked plain groups of a

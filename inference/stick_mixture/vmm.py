@@ -471,33 +471,33 @@ def birth_candidates(x, assignments, family, prior, seed: int, responsibilities=
 def propose_births(x, assignments, terms: MemoizedTerms, seed: int, responsibilities=None, clusters=None,
                    seen=None, floor=-float("inf")):
     """Split moves scored on the memoized bound (Hughes and Sudderth's births in a simple form): a
-    cluster divided into pieces (``birth_candidates``: halves, and for the spherical family quarters
-    and eighths; ``responsibilities`` with soft assignments) changes the objective at fixed
-    assignments only through the pieces' own ``terms.cluster`` (the entropies of the
-    responsibilities, which a division only shares out, cancel) and ``terms.sticks``, so a candidate
+    cluster divided into pieces (``birth_candidates``: halves, then 3, 4 and 8 pieces (the full and
+    diagonal families) or quarters and eighths (spherical); ``responsibilities`` with soft assignments)
+    changes the objective at fixed assignments only through the pieces' own ``terms.cluster`` (the
+    responsibilities' entropy, which a division only shares out, stays: ``held``, as in ``floor``,
+    ``reports/many_clusters.md``) and ``terms.sticks``, so a candidate
     costs a k-means over its own rows and O(K), never a pass over the data (with soft assignments,
     also its rows' responsibilities: over every cluster, one pass's scoring). For each cluster the
     smallest division that raises the objective (halves where they do), then the clusters in order
     of that gain, each kept when it raises the objective further, the pieces but the first appended
-    as new clusters, up to ``terms.n_clusters`` clusters. More than two pieces matter where a cluster with a
-    pooled variance covers many true ones in one glob (``NormalGammaFamily.birth_pieces``): halves
-    of it divide the weights (about N_k ln 2 with hard assignments) for little gain in fit, eighths
-    gain far more. Taking the smallest that pays, not the best, keeps a division from cutting a true
+    as new clusters, up to ``terms.n_clusters`` clusters. More than two pieces matter where a cluster covers
+    many true ones in a glob or a row: halves of it divide the weights (about N_k ln 2 with hard
+    assignments) for little gain in fit, more pieces gain far more. Taking the smallest that pays, not the best, keeps a division from cutting a true
     cluster where halves would do (offered 4 and 8 pieces, the fixed and full families ended at 52
     to 55 clusters for 50). Returns the new assignments, or None when no division raises the
     objective. The next iteration's objective is this memoized one (it maximises q and the sticks
     for these assignments), so the trace stays monotone. ``seen`` keeps each cluster's first division
     (``birth_candidates``); a division must also pass ``floor`` (``_Phase.moves``)."""
-    counts, ceiling = assignments.counts, terms.n_clusters
-    k = counts.numel()
+    counts, ceiling, k = assignments.counts, terms.n_clusters, assignments.counts.numel()
     current = terms.cluster(assignments.stats, torch.zeros_like(counts))
+    held = float(current.sum()) + (0.0 if assignments.entropy is None else float(assignments.entropy.sum()))
 
     def objective(chosen):  # chosen: (the division's gain in cluster terms, cluster, moved rows, pieces)
         divided = counts.clone()
         for _, cluster, _, pieces in chosen:
             divided[cluster] = pieces["count"][0]
         born = [pieces["count"][1:] for *_, pieces in chosen]
-        return float(current.sum()) + sum(c[0] for c in chosen) + float(terms.sticks(torch.cat([divided, *born])))
+        return held + sum(c[0] for c in chosen) + float(terms.sticks(torch.cat([divided, *born])))
 
     chosen, best, added = [], max(objective([]), floor), 0
     smallest = []  # for each cluster, (the objective with its smallest division that raises it alone, the division)
