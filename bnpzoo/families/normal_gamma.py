@@ -41,7 +41,7 @@ class NormalGammaFamily(ConjugateFamily):
         # a pooled variance gains little from halves of a glob of many clusters: a cut shrinks one
         # direction of D (one cluster over 40 true ones in 10-D: 2,328 nats of fit against 2,773 of
         # weights for halves), so births also propose quarters and eighths
-        self.birth_pieces = (2, 4, 8) if pooled else (2, 3, 4, 8)  # diag: as the full family's
+        self.birth_pieces = (2, 4, 8) if pooled else (2,)
         self.name = f"{self.covariance} Gaussian"
 
     def _second_moments(self, xc, w):

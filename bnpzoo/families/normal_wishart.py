@@ -55,10 +55,6 @@ def _digamma_sum(dof: torch.Tensor, d: int) -> torch.Tensor:
 class NormalWishartFamily(ConjugateFamily):
     name = "full-covariance Gaussian"
     covariance = "full"
-    # a cluster that holds a row of several is divided into 3 or 4 pieces where halves do not pay for
-    # the weights they divide (a column of five clusters: halves gain 133 nats against 168 of weights),
-    # and into 8 as a last try (``ConjugateFamily.birth_pieces``)
-    birth_pieces = (2, 3, 4, 8)
 
     def _second_moments(self, xc, w):
         """Q_k = sum_n w_nk x_n x_n^T (``ops.weighted_scatter``: one product a block of rows for all

@@ -471,8 +471,8 @@ def birth_candidates(x, assignments, family, prior, seed: int, responsibilities=
 def propose_births(x, assignments, terms: MemoizedTerms, seed: int, responsibilities=None, clusters=None,
                    seen=None, floor=-float("inf")):
     """Split moves scored on the memoized bound (Hughes and Sudderth's births in a simple form): a
-    cluster divided into pieces (``birth_candidates``: halves, then 3, 4 and 8 pieces (the full and
-    diagonal families) or quarters and eighths (spherical); ``responsibilities`` with soft assignments)
+    cluster divided into pieces (``birth_candidates``: halves, and for the spherical family quarters and
+    eighths; ``responsibilities`` with soft assignments)
     changes the objective at fixed assignments only through the pieces' own ``terms.cluster`` (the
     responsibilities' entropy, which a division only shares out, stays: ``held``, as in ``floor``,
     ``reports/many_clusters.md``) and ``terms.sticks``, so a candidate
