@@ -60,6 +60,9 @@ VMM_BATCH = 50_000
 # (``_session_start``; on 1,000 of the digits the fixed scale's fit kept 1 cluster, 13 on all 1,797), on
 # fewer from this many K-means clusters (a learned spread), which births divide
 START_FIT_ROWS, START_CLUSTERS = 5000, 2
+# and of at least this many rows per cluster of the truncation: 100 clusters 8 sds apart (truncation 200) in a
+# sample of 5,000 rows, 50 a cluster, left vmm 57 to 73 of them, every learner after it about half; 10,000, 99
+START_FIT_PER_CLUSTER = 50
 # a learned spread's prior guess is the data's covariance over this (``StickMixture._component_prior``)
 SPREAD_SHRINK = 4.0
 # the sampler records the labels of at most this many rows, drawn at random, for ``coclustering_``
@@ -622,7 +625,8 @@ class StickMixture(MixtureEstimator):
         grows, natural = self._grows(), self._learner().guide_kind(self._family()) == "natural"
         fitted = grows and x.shape[0] > START_FIT_ROWS
         floor = batch if not self._learner().enumerates else x.shape[0] if group is None else KMEANS_SAMPLE
-        sample = self._start_sample(x, max(START_FIT_ROWS, batch) if fitted else floor)
+        sample = self._start_sample(x, max(START_FIT_ROWS, batch, START_FIT_PER_CLUSTER * self.truncation)
+                                    if fitted else floor)
         few = START_CLUSTERS if grows and not fitted and self._family().capabilities.moves else None
         init_means, labels, std, prior_mean, sample = self._start(x, sample, most=few)
         (n,) = data_parallel.all_sum([torch.tensor(float(x.shape[0]))], group)
