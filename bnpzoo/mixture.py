@@ -234,7 +234,8 @@ FITTED_ATTRIBUTES = """
     tensors_ : the tensors behind the fitted arrays, on the fit's device (``tensors_["means_"]``, ...);
         the attributes themselves are numpy arrays, as scikit-learn's.
 """
-FITTED = ("means_", "components_", "prior_precision_", "prior_covariance_", "sticks_", "weights_", "n_clusters_", "scale_", "elbo_trace_", "phase_starts_",
+FITTED = ("means_", "components_", "prior_precision_", "prior_covariance_", "sticks_", "weights_", "n_clusters_",
+          "scale_", "elbo_trace_", "phase_starts_",
           "converged_", "n_iter_", "counts_", "n_features_in_", "fit_seconds_", "mean_scale_", "stick_concentration_",
           "elbo_seconds_", "labels_", "samples_", "coclustering_", "coclustering_rows_", "acceptance_", "rhat_")
 

@@ -15,11 +15,11 @@ LEARNED = ("full", "diag", "spherical")
 
 
 def _factors(covariance, seed=0, k=6, d=3):
-    """Factors q of k clusters of a few rows each, under a broad prior, in float64."""
+    """Factors q of k clusters of 10 rows each, under a broad prior, in float64."""
     gen = torch.Generator().manual_seed(seed)
-    x = torch.randn(60, d, generator=gen, dtype=torch.float64) * 0.5 + 4 * torch.randn(k, d, generator=gen,
-                                                                                         dtype=torch.float64).repeat(10, 1)
-    labels = torch.arange(k).repeat(10)
+    centres = 4 * torch.randn(k, d, generator=gen, dtype=torch.float64)
+    x = torch.randn(10 * k, d, generator=gen, dtype=torch.float64) * 0.5 + centres.repeat(10, 1)
+    labels = torch.arange(k).repeat(10)  # row i is of cluster i % k, as its centre
     prior = ComponentPrior(x.mean(0), 1.0, torch.eye(d, dtype=torch.float64) * 4.0, dof=float(d))
     family = gaussian_family(covariance)
     q = family.natural(family.label_statistics(x, labels, k, prior), prior)

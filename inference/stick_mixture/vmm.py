@@ -471,18 +471,18 @@ def birth_candidates(x, assignments, family, prior, seed: int, responsibilities=
 def propose_births(x, assignments, terms: MemoizedTerms, seed: int, responsibilities=None, clusters=None,
                    seen=None, floor=-float("inf")):
     """Split moves scored on the memoized bound (Hughes and Sudderth's births in a simple form): a
-    cluster divided into pieces (``birth_candidates``: halves, and for the spherical family quarters and
-    eighths; ``responsibilities`` with soft assignments)
-    changes the objective at fixed assignments only through the pieces' own ``terms.cluster`` (the
-    responsibilities' entropy, which a division only shares out, stays: ``held``, as in ``floor``,
-    ``reports/many_clusters.md``) and ``terms.sticks``, so a candidate
-    costs a k-means over its own rows and O(K), never a pass over the data (with soft assignments,
-    also its rows' responsibilities: over every cluster, one pass's scoring). For each cluster the
-    smallest division that raises the objective (halves where they do), then the clusters in order
-    of that gain, each kept when it raises the objective further, the pieces but the first appended
-    as new clusters, up to ``terms.n_clusters`` clusters. More than two pieces matter where a cluster covers
-    many true ones in a glob or a row: halves of it divide the weights (about N_k ln 2 with hard
-    assignments) for little gain in fit, more pieces gain far more. Taking the smallest that pays, not the best, keeps a division from cutting a true
+    cluster divided into pieces (``birth_candidates``: halves, and for the spherical family quarters
+    and eighths; ``responsibilities`` with soft assignments) changes the objective at fixed
+    assignments only through the pieces' own ``terms.cluster`` and ``terms.sticks`` (a division only
+    shares out the responsibilities' entropy: ``held`` keeps it, as the bound ``floor`` does), so a
+    candidate costs a k-means over its own rows and O(K), never a pass over the data (soft
+    assignments: also its rows' responsibilities, over every cluster, one pass's). For each cluster
+    the smallest division that raises the objective (halves where they do), then the clusters in order of that
+    gain, each kept when it raises the objective further, the pieces but the first appended as new
+    clusters, up to ``terms.n_clusters`` clusters. More than two pieces matter where a cluster with a
+    pooled variance covers many true ones in one glob (``NormalGammaFamily.birth_pieces``): halves
+    of it divide the weights (about N_k ln 2 with hard assignments) for little gain in fit, eighths
+    gain far more. Taking the smallest that pays, not the best, keeps a division from cutting a true
     cluster where halves would do (offered 4 and 8 pieces, the fixed and full families ended at 52
     to 55 clusters for 50). Returns the new assignments, or None when no division raises the
     objective. The next iteration's objective is this memoized one (it maximises q and the sticks
