@@ -65,6 +65,8 @@ START_FIT_ROWS, START_CLUSTERS = 5000, 2
 START_FIT_PER_CLUSTER = 50
 # a learned spread's prior guess is the data's covariance over this (``StickMixture._component_prior``)
 SPREAD_SHRINK = 4.0
+# the iterations (SVI: steps) of a fit whose learner has no cap of its own, where max_iter is None
+MAX_ITER = 500
 # the sampler records the labels of at most this many rows, drawn at random, for ``coclustering_``
 COCLUSTERED_ROWS = 1000
 
@@ -300,7 +302,7 @@ class StickMixture(MixtureEstimator):
         _, _, self.scale_, prior_mean, _ = self._start(x, self._start_sample(x, KMEANS_SAMPLE))
         prior = self._component_prior(x, prior_mean, self._fitted("scale_"))
         if self._learns_base_measure(family):  # empirical Bayes: the prior vmm learns on the data
-            prior = self._fit_batch(x, family, start, max_iter=learner("vmm").iterations or 500).prior
+            prior = self._fit_batch(x, family, start, max_iter=learner("vmm").iterations or MAX_ITER).prior
         scaled = x / x.std(0).clamp_min(torch.finfo(x.dtype).tiny)  # the split templates' units
         target = Target(family, prior, scaled=scaled, **self._stick_prior())
         watched = torch.randperm(x.shape[0])[:COCLUSTERED_ROWS].sort().values
@@ -599,7 +601,7 @@ class StickMixture(MixtureEstimator):
     def _default_iterations(self) -> int:
         """The iteration (SVI: step) cap that ``max_iter=None`` stands for: the learner's own (the
         sampler's kept sweeps), else 500."""
-        return self._learner().iterations or 500
+        return self._learner().iterations or MAX_ITER
 
     def _run_session(self, x, max_iter, clock_start, stream=False):
         batch, group = self._batch_size(x.shape[0]), self._group()
