@@ -302,7 +302,7 @@ class StickMixture(MixtureEstimator):
         _, _, self.scale_, prior_mean, _ = self._start(x, self._start_sample(x, KMEANS_SAMPLE))
         prior = self._component_prior(x, prior_mean, self._fitted("scale_"))
         if self._learns_base_measure(family):  # empirical Bayes: the prior vmm learns on the data
-            prior = self._fit_batch(x, family, start, max_iter=learner("vmm").iterations or MAX_ITER).prior
+            prior = self._fit_batch(x, family, start, max_iter=MAX_ITER).prior  # vmm's own cap, not the sweeps
         scaled = x / x.std(0).clamp_min(torch.finfo(x.dtype).tiny)  # the split templates' units
         target = Target(family, prior, scaled=scaled, **self._stick_prior())
         watched = torch.randperm(x.shape[0])[:COCLUSTERED_ROWS].sort().values
